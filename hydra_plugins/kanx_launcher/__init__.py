@@ -1,0 +1,1 @@
+"""kanx launchers for Hydra: packing (local) and SLURM (submitit)."""

@@ -1,0 +1,81 @@
+"""kanx's packing launcher for Hydra (`launcher=packed`, the default for -m).
+
+It composes every job of a multirun, checks them all before any compute, then trains the
+jobs that differ only in beta and seed as one batched model (a pack of up to
+``pack_size`` members), writing each member's record exactly as an unpacked run would.
+Hydra finds launchers only in the ``hydra_plugins`` namespace package, hence this folder.
+"""
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+log = logging.getLogger("kanx")
+
+
+@dataclass
+class PackedLauncherConf:
+    _target_: str = "hydra_plugins.kanx_launcher.packed_launcher.PackedLauncher"
+    pack_size: Optional[int] = None  # noqa: UP045  (OmegaConf structured configs need Optional) None: each job's train.pack_size
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="kanx_packed", node=PackedLauncherConf, provider="kanx")
+
+
+def compose_jobs(launcher: Launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[tuple[DictConfig, Path, list[str]]]:
+    """Each job's composed config, its output directory and its overrides."""
+    jobs = []
+    for idx, overrides in enumerate(job_overrides):
+        cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = cfg.hydra.job.num = initial_job_idx + idx
+        HydraConfig.instance().set_config(cfg)  # resolves ${hydra:...} in the job's dirs
+        run_dir = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+        jobs.append((cfg, run_dir, list(overrides)))
+    return jobs
+
+
+class PackedLauncher(Launcher):
+    def __init__(self, pack_size: int | None = None) -> None:
+        self.pack_size = pack_size
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from kanx.config import register_resolvers
+        from kanx.errors import ConfigError
+        from kanx.runner import run_jobs
+        from kanx.train import fail
+
+        setup_globals()
+        register_resolvers()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        state = Singleton.get_state()
+        jobs = compose_jobs(self, job_overrides, initial_job_idx)
+        Singleton.set_state(state)
+        log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
+        try:
+            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size)
+        except ConfigError as e:
+            fail(e)
+        returns = []
+        for (cfg, run_dir, overrides), record in zip(jobs, records, strict=True):
+            ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
+            ret.status = JobStatus.COMPLETED
+            ret.return_value = record
+            returns.append(ret)
+        return returns

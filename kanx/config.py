@@ -1,0 +1,227 @@
+"""Typed run configuration: the one conversion from the composed Hydra config, with every
+input check, done before any compute is spent.
+
+Data flows one way: conf/*.yaml -> (Hydra) -> DictConfig -> RunConfig -> training -> record.
+Model code (kanx.kan) never sees Hydra or OmegaConf; this module is the boundary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
+
+from kanx.errors import ConfigError
+from kanx.kan.network import Condition, KANSpec
+from kanx.kan.objective import COMPLEXITY_SCALES, Costs
+
+DEVICES = ("auto", "cpu", "cuda")
+INPUT_SCALINGS = ("minmax", "standardize", "none")
+GATE_ESTIMATORS = ("threshold", "louizos")
+# Keys of the `dataset` node that configure kanx rather than the dataset loader.
+_DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
+# Keys that do not change a run's numbers: left out of its identity hash.
+_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "dataset.data_dir", "dataset.betas")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training protocol of the paper's Methods "Experimental details"."""
+
+    epochs: int
+    batch_size: int
+    lr: float = 1e-3
+    warmup: int = 0
+    fc_warmup: int = 100
+    grid_updates: bool = True
+    grid_update_count: int = 10
+    grid_update_every: int = 5
+    tau_x_start: float = 5.0
+    tau_x_end: float = 0.1
+    complexity_scale: str = "mdl"
+    checkpoint_every: int = 500
+    pack_size: int = 70
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    name: str
+    data_seed: int
+    input_scaling: str = "minmax"
+    standardize_targets: bool = True
+    options: dict = field(default_factory=dict)  # passed to kanx.data.load_dataset
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run (dataset, condition, beta, seed) needs."""
+
+    data: DataConfig
+    condition: Condition
+    model: KANSpec
+    costs: Costs
+    gate_estimator: str
+    train: TrainConfig
+    beta: float
+    seed: int
+    device: str = "auto"
+    overwrite: bool = False
+
+    def pack_key(self) -> tuple:
+        """Runs that differ only in beta and seed (and data seed) train as one pack."""
+        return (replace(self.data, data_seed=0), self.condition, self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0), self.device)
+
+
+def register_resolvers() -> None:
+    """Resolvers the YAML in conf/ uses; idempotent."""
+    OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
+    OmegaConf.register_new_resolver("kanx.tag", lambda s: s or "default", replace=True)
+
+
+def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
+    """The beta values a condition sweeps with -m, as a Hydra sweep string.
+
+    Beta acts through L_C only where it has something to act on: the egates (E) or the
+    exit gate (X). Baseline and F sweep seeds only, at beta 0.
+    """
+    if not (edge_gates or exits):
+        return "0.0"
+    values = list(betas)
+    if not values:
+        raise ConfigError("dataset.betas is empty: give at least one beta, e.g. dataset.betas=[0.0,0.01]")
+    return ",".join(repr(float(b)) for b in values)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _int(value, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}={value!r} must be an integer")
+    return value
+
+
+def _num(value, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key}={value!r} must be a number")
+    return float(value)
+
+
+def _choice(value, key: str, allowed: tuple) -> str:
+    _require(value in allowed, f"{key}={value!r} is not one of: {', '.join(allowed)}")
+    return value
+
+
+def to_container(cfg: DictConfig) -> dict:
+    """The resolved run config as plain data (the hydra node left out)."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, exclude_structured_config=False) | {}
+    except MissingMandatoryValue as e:
+        key = e.full_key or "?"
+        raise ConfigError(f"{key} has no value: set it on the command line, e.g. {key}=...") from None
+
+
+def run_config_from(cfg: DictConfig | dict) -> RunConfig:
+    """Convert and check a composed config. Raises ConfigError naming the bad value."""
+    c = to_container(cfg) if isinstance(cfg, DictConfig) else dict(cfg)
+    c.pop("hydra", None)
+    d, m, t, cond = c["dataset"], c["model"], c["train"], c.get("condition") or {}
+
+    from kanx.data import DATASETS  # the registry names; the data package imports torch
+
+    _require(d.get("name") in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
+    flags = Condition(bool(cond.get("edge_gates")), bool(cond.get("forward")), bool(cond.get("exits")))
+    name = cond.get("name", flags.name)
+    _require(name in Condition.NAMES, f"condition={name!r} is not one of: {', '.join(Condition.NAMES)}")
+    _require(name == flags.name, f"condition name {name!r} does not match its flags (E={flags.edge_gates}, F={flags.forward}, X={flags.exits}, i.e. {flags.name})")
+
+    beta = _num(c.get("beta"), "beta")
+    _require(beta >= 0, f"beta={beta} must be >= 0")
+    seed = _int(c.get("seed"), "seed")
+    _require(seed >= 0, f"seed={seed} must be >= 0")
+    device = _choice(c.get("device", "auto"), "device", DEVICES)
+
+    epochs = _int(t["epochs"], "train.epochs")
+    _require(epochs >= 1, f"train.epochs={epochs} must be >= 1")
+    warmup, fc_warmup = _int(t["warmup"], "train.warmup"), _int(t["fc_warmup"], "train.fc_warmup")
+    _require(0 <= warmup <= epochs, f"train.warmup={warmup} must be between 0 and train.epochs={epochs}")
+    _require(0 <= fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs}")
+    batch_size = _int(t["batch_size"], "train.batch_size")
+    _require(batch_size >= 1, f"train.batch_size={batch_size} must be >= 1")
+    lr = _num(t["lr"], "train.lr")
+    _require(lr > 0, f"train.lr={lr} must be > 0")
+    train = TrainConfig(
+        epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup, fc_warmup=fc_warmup,
+        grid_updates=bool(t["grid_updates"]),
+        grid_update_count=_int(t.get("grid_update_count", 10), "train.grid_update_count"),
+        grid_update_every=_int(t.get("grid_update_every", 5), "train.grid_update_every"),
+        tau_x_start=_num(t.get("tau_x_start", 5.0), "train.tau_x_start"),
+        tau_x_end=_num(t.get("tau_x_end", 0.1), "train.tau_x_end"),
+        complexity_scale=_choice(t.get("complexity_scale", "mdl"), "train.complexity_scale", COMPLEXITY_SCALES),
+        checkpoint_every=_int(t.get("checkpoint_every", 0), "train.checkpoint_every"),
+        pack_size=_int(t.get("pack_size", 70), "train.pack_size"),
+    )
+    _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
+    _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")
+    _require(train.pack_size >= 1, f"train.pack_size={train.pack_size} must be >= 1")
+    _require(train.checkpoint_every >= 0, f"train.checkpoint_every={train.checkpoint_every} must be >= 0 (0: no checkpoints)")
+
+    grid_size, order = _int(m["grid_size"], "model.grid_size"), _int(m["spline_order"], "model.spline_order")
+    _require(grid_size >= 1, f"model.grid_size={grid_size} must be >= 1")
+    _require(order >= 1, f"model.spline_order={order} must be >= 1")
+    width = m.get("width")
+    if width is not None:
+        _require(isinstance(width, list) and len(width) >= 2 and all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in width),
+                 f"model.width={width!r} must be a list of at least two positive integers, e.g. [2,5,5,1]")
+    spec = KANSpec(
+        width=tuple(width) if width is not None else (),
+        grid_size=grid_size, spline_order=order,
+        gate_init_alpha=_num(m.get("gate_init_alpha", -1.0), "model.gate_init_alpha"),
+        noise_scale=_num(m.get("noise_scale", 0.3), "model.noise_scale"),
+        scale_base_mu=_num(m.get("scale_base_mu", 0.0), "model.scale_base_mu"),
+        scale_base_sigma=_num(m.get("scale_base_sigma", 1.0), "model.scale_base_sigma"),
+        grid_eps=_num(m.get("grid_eps", 0.02), "model.grid_eps"),
+    )
+    costs = Costs(_num(m.get("edge_cost", 1.0), "model.edge_cost"), _num(m.get("node_cost", 1.0), "model.node_cost"), _num(m.get("exit_cost", 1.0), "model.exit_cost"))
+    _require(min(costs.edge, costs.node, costs.exit) >= 0, f"complexity costs must be >= 0, got {costs}")
+
+    data_seed = d.get("data_seed")
+    data = DataConfig(
+        name=d["name"],
+        data_seed=seed if data_seed is None else _int(data_seed, "dataset.data_seed"),
+        input_scaling=_choice(d.get("input_scaling", "minmax"), "dataset.input_scaling", INPUT_SCALINGS),
+        standardize_targets=bool(d.get("standardize_targets", True)),
+        options={k: v for k, v in d.items() if k not in _DATASET_META and v is not None},
+    )
+    return RunConfig(data=data, condition=flags, model=spec, costs=costs,
+                     gate_estimator=_choice(m.get("gate_estimator", "threshold"), "model.gate_estimator", GATE_ESTIMATORS),
+                     train=train, beta=beta, seed=seed, device=device, overwrite=bool(c.get("overwrite", False)))
+
+
+def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:
+    """Fill a null width as [n_in, 5, 5, n_out]; otherwise its ends must match the data."""
+    if not run.model.width:
+        return replace(run, model=replace(run.model, width=(n_inputs, 5, 5, n_outputs)))
+    w = list(run.model.width)
+    _require(w[0] == n_inputs, f"model.width={w} starts with {w[0]}, but dataset {run.data.name!r} has {n_inputs} inputs")
+    _require(w[-1] == n_outputs, f"model.width={w} ends with {w[-1]}, but dataset {run.data.name!r} has {n_outputs} outputs")
+    return run
+
+
+def config_hash(container: dict) -> str:
+    """Identity of a run: a hash of its resolved config without the keys that do not
+    change its numbers (device, paths, checkpoint cadence, pack size)."""
+    c = json.loads(json.dumps(container, default=str))
+    c.pop("hydra", None)
+    for dotted in _NOT_RUN_DEFINING:
+        node, *rest = dotted.split(".")
+        if rest:
+            c.get(node, {}).pop(rest[0], None)
+        else:
+            c.pop(node, None)
+    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,123 @@
+"""Structure metrics of a discretized model: contributing edges and compositional depth.
+
+Paper, Methods "Evaluation measures": mask inactive edges (closed egates, unused exit
+heads); trace backward from the outputs to find connected edges; trace forward from the
+inputs along connected edges to find the input-to-output paths (their longest length is
+the compositional depth); connected edges off those paths are bias terms, merged into
+one per connected component. Contributing edges = path edges + bias components.
+
+Nodes are numbered x^(0) units first, then x^(1), ..., x^(L-1), then the n_L outputs of
+the selected exit; with forward connections, stage k's inputs [x^(0), ..., x^(k)] are
+then the contiguous ids 0 .. n_0 + ... + n_k - 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from kanx.kan.network import GatedKAN
+
+
+@dataclass(frozen=True)
+class Structure:
+    contributing_edges: int
+    depth: int
+    bias_terms: int
+    path_edges: int
+    open_gates: int
+    exit: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _stage_edges(width: Sequence[int], forward: bool, k: int, exit_k: int):
+    """(source ids, destination ids, column slice) of stage k's edges that the inference
+    path through exit ``exit_k`` uses, or None if the stage is not on it."""
+    L = len(width) - 1
+    offsets = np.concatenate([[0], np.cumsum(width)])  # x^(l) starts at offsets[l]; outputs at offsets[L]
+    src = np.arange(offsets[k + 1]) if forward else np.arange(offsets[k], offsets[k + 1])
+    trunk = width[k + 1] if k < L - 1 else 0
+    outputs = np.arange(offsets[L], offsets[L] + width[L])
+    if k < exit_k:  # a trunk layer before the exit
+        return src, offsets[k + 1] + np.arange(trunk), slice(0, trunk)
+    if k == exit_k:  # the exit head (stage L-1: the final layer)
+        return src, outputs, slice(trunk, None)
+    return None
+
+
+def trace(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None = None) -> Structure:
+    """Backward-forward trace of one member.
+
+    open_edges[k]: bool (I_k, O_k) open edges of stage k (columns [trunk | head], as in
+    GatedKAN); exit_k: the selected exit (L-1, the final layer, without X).
+    """
+    width = [int(w) for w in width]
+    L = len(width) - 1
+    exit_k = L - 1 if exit_k is None else int(exit_k)
+    n_nodes = sum(width)  # x^(0..L-1) units plus the n_L outputs
+    stages = []
+    for k in range(exit_k + 1):
+        src, dst, cols = _stage_edges(width, forward, k, exit_k)
+        stages.append((src, dst, np.asarray(open_edges[k], dtype=bool)[:, cols]))
+
+    reach_out = np.zeros(n_nodes, dtype=bool)  # backward: node has a path to an output
+    reach_out[sum(width[:L]) :] = True
+    connected = [None] * len(stages)
+    for k in reversed(range(len(stages))):
+        src, dst, mask = stages[k]
+        connected[k] = mask & reach_out[dst][None, :]
+        reach_out[src] |= connected[k].any(axis=1)
+
+    from_in = np.zeros(n_nodes, dtype=bool)  # forward: node reached from an input
+    from_in[: width[0]] = True
+    dist = np.full(n_nodes, -1, dtype=np.int64)  # longest path length from an input
+    dist[: width[0]] = 0
+    n_path, bias_edges = 0, []
+    for (src, dst, _), conn in zip(stages, connected, strict=True):
+        path = conn & from_in[src][:, None]
+        n_path += int(path.sum())
+        for i, j in zip(*np.nonzero(path), strict=True):
+            dist[dst[j]] = max(dist[dst[j]], dist[src[i]] + 1)
+        from_in[dst] |= path.any(axis=0)
+        bias_edges += [(src[i], dst[j]) for i, j in zip(*np.nonzero(conn & ~path), strict=True)]
+
+    depth = int(max(dist[sum(width[:L]) :].max(), 0))
+    used_open = sum(int(mask.sum()) for _, _, mask in stages)
+    n_bias = _components(bias_edges)
+    return Structure(n_path + n_bias, depth, n_bias, n_path, used_open, exit_k)
+
+
+def _components(edges: list[tuple[int, int]]) -> int:
+    """Connected components of the graph formed by these edges (union-find)."""
+    parent: dict[int, int] = {}
+
+    def find(a: int) -> int:
+        parent.setdefault(a, a)
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for a, b in edges:
+        parent[find(a)] = find(b)
+    return len({find(a) for a in parent})
+
+
+def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Structure]:
+    """Structure of every member of a trained model (forward connections on, as at the
+    end of training; deterministic gates; the argmax exit)."""
+    fc = model.fc_enabled
+    model.fc_enabled = model.condition.forward
+    try:
+        gates = model.split_edges(model.inference_gates(estimator) > 0)
+    finally:
+        model.fc_enabled = fc
+    exits = model.selected_exit().tolist()
+    return [
+        trace(model.width, model.condition.forward, [g[m].cpu().numpy() for g in gates], exits[m])
+        for m in range(model.M)
+    ]

@@ -1,0 +1,106 @@
+"""Run records: one durable, self-describing JSON file per run, written atomically, then a
+``done`` marker. The only thing training and analysis share.
+
+A run directory holds
+    record.json      the record (schema below), written to a temporary file then renamed
+    done             marker written last: a record without it is incomplete
+    model.pt         final model state of the run (torch), for kanx.load_run
+    checkpoint.pt    latest resumable state while the run is unfinished (removed at the end)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "diverged", "collapsed", "failed")
+RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
+
+
+def finite_or_none(value):
+    """JSON has no NaN or infinity: non-finite numbers are written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over ``path``:
+    a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(run_dir: Path, record: dict) -> Path:
+    """Write record.json atomically, then the done marker."""
+    run_dir = Path(run_dir)
+    (run_dir / DONE).unlink(missing_ok=True)
+    atomic_write_bytes(run_dir / RECORD, json.dumps(finite_or_none(record), indent=1, sort_keys=False).encode())
+    atomic_write_bytes(run_dir / DONE, b"")
+    return run_dir / RECORD
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What is on disk for a run directory."""
+
+    status: str  # "new", "done" (a complete record), "failed" (a complete failed record), "partial" (checkpoint only)
+    config_hash: str | None = None
+    record: dict | None = None
+
+
+def read_state(run_dir: Path) -> RunState:
+    run_dir = Path(run_dir)
+    if (run_dir / DONE).exists() and (run_dir / RECORD).exists():
+        try:
+            record = json.loads((run_dir / RECORD).read_text())
+        except (OSError, json.JSONDecodeError):
+            return RunState("new")  # a damaged record is redone
+        status = "failed" if record.get("status") == "failed" else "done"
+        return RunState(status, record.get("config_hash"), record)
+    if (run_dir / CHECKPOINT).exists():
+        return RunState("partial")
+    return RunState("new")
+
+
+@cache
+def versions() -> dict:
+    import numpy
+    import torch
+
+    import kanx
+
+    return {"kanx": kanx.__version__, "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__, "platform": platform.platform()}
+
+
+@cache
+def git_commit() -> str | None:
+    """The commit of the kanx checkout that ran, with '-dirty' if it had local changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None

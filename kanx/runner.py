@@ -1,0 +1,241 @@
+"""From job configs to records: check every job, skip finished ones, group the rest into
+packs, train each pack and write one record per run.
+
+Used by every launcher: a single run (`python -m kanx.train`), Hydra's basic launcher (one
+job at a time), kanx's packing launcher and the SLURM launcher (one pack per array task).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from kanx import records as R
+from kanx.config import RunConfig, check_width, config_hash, run_config_from, to_container
+from kanx.errors import ConfigError
+from kanx.training import Pack, resolve_device
+
+log = logging.getLogger("kanx")
+
+
+@dataclass
+class Job:
+    """One run: its resolved config, typed config, identity and directory."""
+
+    container: dict
+    run: RunConfig
+    run_dir: Path
+    config_hash: str
+    state: R.RunState = field(default_factory=lambda: R.RunState("new"))
+    resume_epoch: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.run.data.name} {self.run.condition.name} beta={self.run.beta:g} seed={self.run.seed}"
+
+
+_DATA_CACHE: dict = {}
+
+
+def load_data(run: RunConfig):
+    """The run's dataset (cached per process: a sweep's jobs share draws by data seed)."""
+    from kanx.data import load_dataset
+
+    key = (run.data.name, run.data.data_seed, tuple(sorted((k, repr(v)) for k, v in run.data.options.items())))
+    if key not in _DATA_CACHE:
+        _DATA_CACHE[key] = load_dataset(run.data.name, data_seed=run.data.data_seed, **run.data.options)
+    return _DATA_CACHE[key]
+
+
+def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
+    """Convert and check every job before any training: bad values, data files, widths, and
+    records left by a different config in the same directory. Raises ConfigError."""
+    jobs = []
+    for cfg, run_dir in configs:
+        container = to_container(cfg) if not isinstance(cfg, dict) else cfg
+        container.pop("hydra", None)
+        run = run_config_from(container)
+        ds = load_data(run)
+        run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
+        container.setdefault("model", {})["width"] = list(run.model.width)
+        job = Job(container, run, Path(run_dir), config_hash(container))
+        job.state = R.read_state(job.run_dir)
+        if job.state.status in ("done", "failed") and job.state.config_hash != job.config_hash and not run.overwrite:
+            raise ConfigError(
+                f"{job.run_dir} holds a record of a different config (hash {job.state.config_hash}, this run {job.config_hash}): "
+                "use another results_root, or overwrite=true to replace it"
+            )
+        jobs.append(job)
+    return jobs
+
+
+def pending(jobs: Sequence[Job]) -> list[Job]:
+    """Jobs left to train: not finished with this config (failed runs are retried)."""
+    todo = []
+    for job in jobs:
+        if job.state.status == "done" and not job.run.overwrite:
+            continue
+        if job.state.status == "partial" and not job.run.overwrite:
+            ckpt = _load_checkpoint(job.run_dir)
+            if ckpt is not None and ckpt.get("config_hash") == job.config_hash:
+                job.resume_epoch = ckpt["epoch"]
+        todo.append(job)
+    return todo
+
+
+def make_packs(jobs: Sequence[Job], pack_size: int | None = None) -> list[list[Job]]:
+    """Group jobs that differ only in beta and seed (and resume from the same epoch), in
+    order, into packs of at most ``pack_size`` (default: the jobs' train.pack_size)."""
+    packs = []
+    key = lambda j: (repr(j.run.pack_key()), j.resume_epoch)  # noqa: E731
+    for _, group in groupby(sorted(jobs, key=key), key=key):
+        group = list(group)
+        size = pack_size or group[0].run.train.pack_size
+        packs += [group[i : i + size] for i in range(0, len(group), size)]
+    return packs
+
+
+def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None) -> list[dict]:
+    """Run every job (skipping finished ones) and return the records of all of them."""
+    jobs = prepare_jobs(configs)
+    todo = pending(jobs)
+    if len(todo) < len(jobs):
+        log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
+    for pack in make_packs(todo, pack_size):
+        train_pack(pack)
+    return [R.read_state(j.run_dir).record for j in jobs]
+
+
+# ------------------------------------------------------------------ one pack
+
+
+def _load_checkpoint(run_dir: Path) -> dict | None:
+    try:
+        return torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=False)
+    except Exception:  # a damaged checkpoint means: start this run again
+        return None
+
+
+def _save_torch(path: Path, obj) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    R.atomic_write_bytes(path, buf.getvalue())
+
+
+def train_pack(jobs: Sequence[Job]) -> None:
+    """Train one pack and write its records. An exception becomes a `failed` record for
+    each of its runs (retried on the next invocation), never a crash of the sweep."""
+    start = time.perf_counter()
+    try:
+        _train_pack(jobs, start)
+    except KeyboardInterrupt:
+        raise
+    except Exception:
+        tb = traceback.format_exc()
+        log.error(f"pack of {len(jobs)} run(s) failed:\n{tb}")
+        for job in jobs:
+            rec = _base_record(job, "failed", time.perf_counter() - start, 0)
+            rec["error"] = tb
+            R.write_record(job.run_dir, rec)
+
+
+def _train_pack(jobs: Sequence[Job], start: float) -> None:
+    from kanx.data import evaluate_members, fit_scaling, stack_scalings
+
+    runs = [j.run for j in jobs]
+    device = resolve_device(runs[0].device)
+    datasets = [load_data(r) for r in runs]
+    scalings = [fit_scaling(ds, r.data.input_scaling, r.data.standardize_targets) for ds, r in zip(datasets, runs, strict=True)]
+    x = torch.stack([s.x(ds.x_train) for s, ds in zip(scalings, datasets, strict=True)])
+    y = torch.stack([s.y(ds.y_train) for s, ds in zip(scalings, datasets, strict=True)])
+    pack = Pack(runs, x, y, datasets[0].n_train, device)
+    if jobs[0].resume_epoch:
+        pack.load_member_states([_load_checkpoint(j.run_dir)["state"] for j in jobs])
+        log.info(f"resuming {len(jobs)} run(s) from epoch {pack.epoch}")
+
+    cfg = runs[0].train
+    bar = tqdm(total=cfg.epochs, initial=pack.epoch, desc=f"{runs[0].data.name} {runs[0].condition.name} x{len(jobs)}", disable=None, leave=False, dynamic_ncols=True)
+    every = max(1, cfg.epochs // 100)
+
+    def on_epoch(p: Pack, progress) -> None:
+        bar.update(1)
+        if progress.epoch % every == 0 or p.epoch == cfg.epochs:
+            open_gates = (p.model.inference_gates(p.estimator) > 0).sum(-1).float().mean().item()
+            bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
+        if cfg.checkpoint_every and p.epoch % cfg.checkpoint_every == 0 and p.epoch < cfg.epochs:
+            for m, job in enumerate(jobs):
+                _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": p.epoch, "state": p.member_state(m)})
+
+    pack.train(on_epoch)
+    bar.close()
+
+    stacked = stack_scalings(scalings)
+
+    def predict_raw(x_raw: torch.Tensor) -> torch.Tensor:
+        return stacked.y_inverse(pack.predict(stacked.x(x_raw)).to(x_raw.dtype).cpu())
+
+    metrics = evaluate_members(datasets, predict_raw)
+    structures = pack.structures()
+    wall = time.perf_counter() - start
+    for m, job in enumerate(jobs):
+        status, reason = _status(bool(pack.alive[m]), metrics[m], structures[m])
+        rec = _base_record(job, status, wall, pack.steps, pack_size=len(jobs), train_seconds=pack.train_seconds)
+        rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")}}
+        rec["status_reason"] = reason
+        rec["target_unit"] = datasets[m].target_unit
+        _save_torch(job.run_dir / R.MODEL, {
+            "model": {k: v[m].cpu() for k, v in pack.model.state_dict().items()},
+            "spec": runs[m].model, "condition": runs[m].condition, "seed": runs[m].seed, "scaling": scalings[m],
+            "gate_estimator": runs[m].gate_estimator, "input_names": datasets[m].input_names, "output_names": datasets[m].output_names,
+        })
+        R.write_record(job.run_dir, rec)
+        (job.run_dir / R.CHECKPOINT).unlink(missing_ok=True)
+        unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
+        log.info(f"[{status}] {job.label}: test_rmse={metrics[m]['test_rmse']:.4g}{unit} edges={structures[m]['contributing_edges']} "
+                 f"depth={structures[m]['depth']} exit={structures[m]['exit']} -> {job.run_dir / R.RECORD}")
+
+
+def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | None]:
+    import math
+
+    if not alive:
+        return "diverged", "training loss became non-finite"
+    if not all(math.isfinite(v) for v in metrics.values() if isinstance(v, float)):
+        return "diverged", "test predictions became non-finite"
+    if structure["contributing_edges"] == 0:
+        return "collapsed", "no contributing edge left"
+    return "ok", None
+
+
+def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1, train_seconds: float | None = None) -> dict:
+    from kanx.data import DATASETS  # noqa: F401  (the registry defines family names)
+
+    run, ds = job.run, load_data(job.run)
+    return {
+        "schema_version": R.SCHEMA_VERSION,
+        "dataset": run.data.name,
+        "family": ds.family,
+        "condition": run.condition.name,
+        "beta": run.beta,
+        "seed": run.seed,
+        "data_seed": run.data.data_seed,
+        "status": status,
+        "n_train": ds.n_train,
+        "n_test": ds.n_test,
+        "metrics": {},
+        "timing": {"wall_s": wall, "train_s": train_seconds, "steps": steps, "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size},
+        "versions": R.versions(),
+        "git_commit": R.git_commit(),
+        "config_hash": job.config_hash,
+        "config": job.container,
+        "error": None,
+    }

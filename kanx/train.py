@@ -1,0 +1,46 @@
+"""`python -m kanx.train`: train one run, or a whole sweep with -m.
+
+    python -m kanx.train                                   # sin(x + y^2), baseline, one run
+    python -m kanx.train +condition=EFX dataset=concrete -m  # 7 betas x 10 seeds, packed
+
+Hydra composes conf/config.yaml, the dataset (the paper's hyperparameters) and the
+condition; `-m` sweeps hydra.sweeper.params (beta list, seeds 0-9) through the launcher
+(`launcher=packed` by default, `basic`, or `slurm`). This module only converts config and
+hands the jobs to kanx.runner; everything else is plain functions.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from kanx.config import register_resolvers
+from kanx.errors import ConfigError
+
+
+def run(cfg: DictConfig) -> dict | None:
+    """Hydra task function: one job, in its own output directory."""
+    from kanx.runner import run_jobs
+
+    try:
+        return run_jobs([(cfg, Path(HydraConfig.get().runtime.output_dir))])[0]
+    except ConfigError as e:
+        fail(e)
+
+
+def fail(error: Exception) -> None:
+    print(f"kanx: error: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main() -> None:
+    register_resolvers()
+    hydra.main(config_path="../conf", config_name="config", version_base="1.3")(run)()
+
+
+if __name__ == "__main__":
+    main()

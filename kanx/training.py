@@ -1,0 +1,226 @@
+"""Training of a pack: M runs of one dataset and condition (different beta and seed) as
+one batched GatedKAN. A single run is a pack of one.
+
+Protocol of the paper's "Training and inference" and Methods "Experimental details":
+Adam (lr 1e-3, no weight decay) on coefficients and gates; minibatches; beta = 0 until the
+warmup ends (egates present and sampled); forward connections off for the FC warmup; the
+exit-gate temperature annealed exponentially from 5.0 to 0.1; bursts of 10 grid updates,
+5 epochs apart, at training start, FC activation and beta onset; no early stopping.
+
+Member m draws its initialization, minibatch order, gate noise and Gumbel noise from its
+own seed's streams, so it follows the same trajectory packed or alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kanx.config import RunConfig, TrainConfig
+from kanx.kan.gates import gumbel_softmax
+from kanx.kan.network import Condition, GatedKAN, member_generators
+from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
+from kanx.kan.structure import model_structure
+
+# ------------------------------------------------------------------ schedules
+
+
+def beta_active(epoch: int, warmup: int) -> bool:
+    """Complexity pressure is off during the warmup."""
+    return epoch >= warmup
+
+
+def fc_active(epoch: int, fc_warmup: int) -> bool:
+    """Forward connections are off during the FC warmup."""
+    return epoch >= fc_warmup
+
+
+def tau_x(epoch: int, epochs: int, start: float = 5.0, end: float = 0.1) -> float:
+    """Exit-gate temperature, exponential from ``start`` at epoch 0 to ``end`` at the last."""
+    return start * (end / start) ** (epoch / max(epochs - 1, 1))
+
+
+def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[int]:
+    """Epochs that begin with a grid update: a burst of ``grid_update_count`` updates,
+    ``grid_update_every`` epochs apart, at training start, at FC activation (with F) and
+    at beta onset (with E or X, where beta acts). Empty when grid updates are off."""
+    if not train.grid_updates:
+        return frozenset()
+    starts = [0]
+    if condition.forward:
+        starts.append(train.fc_warmup)
+    if condition.edge_gates or condition.exits:
+        starts.append(train.warmup)
+    return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count) if s + i * train.grid_update_every < train.epochs)
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        from kanx.errors import ConfigError
+
+        raise ConfigError("device=cuda but torch finds no CUDA device: use device=cpu or device=auto")
+    return torch.device(device)
+
+
+# ------------------------------------------------------------------ the pack
+
+
+@dataclass
+class Progress:
+    """What a pack reports to its caller after each epoch."""
+
+    epoch: int
+    loss: torch.Tensor  # (M,) mean training loss of the epoch
+    alive: torch.Tensor  # (M,) bool
+
+
+class Pack:
+    """M runs trained together. Parameters, data and noise all carry the member axis."""
+
+    def __init__(self, runs: Sequence[RunConfig], x_train: torch.Tensor, y_train: torch.Tensor, n_train: int, device: torch.device):
+        """x_train (M, N, n_0), y_train (M, N, n_L): each member's training data, already
+        scaled for the model."""
+        first = runs[0]
+        assert all(r.pack_key() == first.pack_key() for r in runs), "a pack holds runs that differ only in beta and seed"
+        self.runs, self.train_cfg, self.condition = list(runs), first.train, first.condition
+        self.device, self.M = device, len(runs)
+        seeds = [r.seed for r in runs]
+        self.model = GatedKAN(first.model, first.condition, seeds).to(device)
+        self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
+        self.beta = torch.tensor([r.beta for r in runs], dtype=torch.float32, device=device)
+        self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train)
+        self.costs, self.estimator = first.costs, first.gate_estimator
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.train_cfg.lr, foreach=True)
+        self.generators = member_generators(seeds, stream=1)
+        self.alive = torch.ones(self.M, dtype=torch.bool)
+        self.grid_epochs = grid_update_epochs(self.train_cfg, self.condition)
+        self.epoch = 0  # the next epoch to run
+        self.steps = 0
+        self.train_seconds = 0.0
+
+    # ---------------------------------------------------------------- one epoch
+    def _epoch_noise(self, n_batches: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's minibatch order and uniform noise for a whole epoch, from its own
+        generator, in one draw per member (not one per step)."""
+        N = self.x.shape[1]
+        n_noise = (self.model.n_edges if self.condition.edge_gates else 0) + (self.model.L if self.condition.exits else 0)
+        perms, noise = [], []
+        for g in self.generators:
+            perms.append(torch.randperm(N, generator=g))
+            noise.append(torch.rand(n_batches, n_noise, generator=g))
+        return torch.stack(perms).to(self.device), torch.stack(noise, dim=1).to(self.device)  # (M, N), (n_batches, M, n_noise)
+
+    def run_epoch(self) -> Progress:
+        epoch, cfg, model = self.epoch, self.train_cfg, self.model
+        model.fc_enabled = self.condition.forward and fc_active(epoch, cfg.fc_warmup)
+        if epoch in self.grid_epochs:
+            model.update_grid(self.x, self.alive)
+        beta = self.beta * float(beta_active(epoch, cfg.warmup))
+        tau = tau_x(epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
+
+        N, bs = self.x.shape[1], cfg.batch_size
+        n_batches = math.ceil(N / bs)
+        perm, noise = self._epoch_noise(n_batches)
+        x = torch.gather(self.x, 1, perm.unsqueeze(-1).expand(-1, -1, self.x.shape[-1]))  # (M, N, n_0) shuffled
+        y = torch.gather(self.y, 1, perm.unsqueeze(-1).expand(-1, -1, self.y.shape[-1]))
+        n_gate = model.n_edges if self.condition.edge_gates else 0
+        dead = ~self.alive
+        epoch_loss = torch.zeros(self.M, device=self.device)
+        for b in range(n_batches):
+            xb, yb, u = x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b]
+            # sample gates -> forward -> loss
+            gates = model.sample_gates(u[:, :n_gate] if n_gate else None)
+            out = model(xb, gates)  # (M, E, B, P)
+            eta = gumbel_softmax(model.exit_logits, u[:, n_gate:], tau) if self.condition.exits else None
+            loss = data_loss(out, yb, eta)
+            if self.condition.edge_gates or self.condition.exits:
+                loss = total_loss(loss, complexity(model, self.costs), beta, self.scale)
+            # backward -> step
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()  # members share nothing, so each gets its own gradient
+            if dead.any():
+                self._freeze(dead)
+            self.optimizer.step()
+            epoch_loss += loss.detach()
+        self.steps += n_batches
+        self.epoch += 1
+        self._check_divergence(epoch_loss)
+        return Progress(epoch, epoch_loss / n_batches, self.alive.clone())
+
+    def _check_divergence(self, epoch_loss: torch.Tensor) -> None:
+        """A member whose loss turned non-finite is frozen from now on (one host sync per
+        epoch, not per step); the others carry on untouched."""
+        newly = ~torch.isfinite(epoch_loss).cpu() & self.alive
+        if newly.any():
+            self.alive &= ~newly
+            for state in self.optimizer.state.values():
+                for key in ("exp_avg", "exp_avg_sq"):
+                    state[key][newly.to(self.device)] = 0.0  # zero moments give zero updates
+
+    def _freeze(self, dead: torch.Tensor) -> None:
+        dead = dead.to(self.device)
+        for p in self.model.parameters():
+            if p.grad is not None:
+                p.grad[dead] = 0.0
+
+    # ---------------------------------------------------------------- train / evaluate
+    def train(self, on_epoch: Callable[[Pack, Progress], None] | None = None) -> None:
+        start = time.perf_counter() - self.train_seconds
+        while self.epoch < self.train_cfg.epochs:
+            progress = self.run_epoch()
+            self.train_seconds = time.perf_counter() - start
+            if on_epoch is not None:
+                on_epoch(self, progress)
+        self.model.fc_enabled = self.condition.forward
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Inference on model-scaled inputs (M, N, n_0) -> (M, N, n_L)."""
+        return self.model.predict(x.to(self.device, torch.float32), self.estimator)
+
+    def structures(self) -> list[dict]:
+        return [s.as_dict() for s in model_structure(self.model, self.estimator)]
+
+    # ---------------------------------------------------------------- member state
+    def member_state(self, m: int) -> dict:
+        """Member m's slice of everything needed to resume it exactly."""
+        opt = {}
+        for i, p in enumerate(self.optimizer.param_groups[0]["params"]):
+            st = self.optimizer.state.get(p)
+            if st:
+                opt[i] = {"step": st["step"].clone(), "exp_avg": st["exp_avg"][m].cpu().clone(), "exp_avg_sq": st["exp_avg_sq"][m].cpu().clone()}
+        return {
+            "epoch": self.epoch,
+            "steps": self.steps,
+            "train_seconds": self.train_seconds,
+            "alive": bool(self.alive[m]),
+            "model": {k: v[m].cpu().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": opt,
+            "rng": self.generators[m].get_state(),
+        }
+
+    def load_member_states(self, states: Sequence[dict]) -> None:
+        """Resume from per-member checkpoints taken at the same epoch."""
+        epochs = {s["epoch"] for s in states}
+        assert len(epochs) == 1, f"members of a pack resume from one epoch, got {sorted(epochs)}"
+        self.model.load_state_dict({k: torch.stack([s["model"][k] for s in states]).to(self.device) for k in states[0]["model"]})
+        params = self.optimizer.param_groups[0]["params"]
+        for i, p in enumerate(params):
+            if i in states[0]["optimizer"]:
+                self.optimizer.state[p] = {
+                    "step": states[0]["optimizer"][i]["step"].clone(),
+                    "exp_avg": torch.stack([s["optimizer"][i]["exp_avg"] for s in states]).to(self.device),
+                    "exp_avg_sq": torch.stack([s["optimizer"][i]["exp_avg_sq"] for s in states]).to(self.device),
+                }
+        for g, s in zip(self.generators, states, strict=True):
+            g.set_state(s["rng"])
+        self.alive = torch.tensor([s["alive"] for s in states])
+        self.epoch, self.steps = states[0]["epoch"], states[0]["steps"]
+        self.train_seconds = max(s["train_seconds"] for s in states)
+        self.model.fc_enabled = self.condition.forward and fc_active(self.epoch, self.train_cfg.fc_warmup)

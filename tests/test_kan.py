@@ -1,0 +1,238 @@
+"""The gated multi-exit KAN core against closed forms and the paper's architecture facts."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from kanx.kan import gates
+from kanx.kan.network import Condition, GatedKAN, KANSpec
+from kanx.kan.objective import Costs, complexity, data_loss, exit_mse
+from kanx.kan.spline import bspline_basis, fit_coefficients, spline_values, uniform_grid
+from kanx.kan.structure import model_structure, trace
+
+# (width, condition) -> contributing edges / depth for every exit k (X, FX: pi one-hot on k).
+ARCHITECTURE_FACTS = {
+    (13, 13, 13, 1): {"Baseline": ["351/3"], "F": ["546/3"], "X": ["13/1", "182/2", "351/3"], "FX": ["13/1", "195/2", "546/3"]},
+    (5, 5, 5, 5, 1): {"Baseline": ["80/4"], "F": ["170/4"], "X": ["5/1", "30/2", "55/3", "80/4"], "FX": ["5/1", "35/2", "90/3", "170/4"]},
+    (2, 4, 4, 4, 2): {"Baseline": ["48/4"], "F": ["100/4"], "X": ["4/1", "16/2", "32/3", "48/4"], "FX": ["4/1", "20/2", "52/3", "100/4"]},
+    (1, 5, 5, 5, 1): {"Baseline": ["60/4"], "F": ["106/4"], "X": ["1/1", "10/2", "35/3", "60/4"], "FX": ["1/1", "11/2", "46/3", "106/4"]},
+    (2, 5, 5, 5, 1): {"Baseline": ["65/4"], "F": ["122/4"]},
+    (3, 3, 3, 3): {"Baseline": ["27/3"], "F": ["54/3"], "X": ["9/1", "18/2", "27/3"], "FX": ["9/1", "27/2", "54/3"]},
+}
+
+
+@pytest.mark.parametrize(("width", "condition"), [(w, c) for w, facts in ARCHITECTURE_FACTS.items() for c in facts])
+def test_ungated_structure_matches_the_paper(width, condition):
+    model = GatedKAN(KANSpec(width), Condition.from_name(condition), seeds=[0])
+    got = []
+    for k in range(model.L if model.condition.exits else 1):
+        if model.condition.exits:
+            with torch.no_grad():
+                model.exit_logits.fill_(0.0)
+                model.exit_logits[0, k] = 10.0  # pi one-hot on exit k
+        s = model_structure(model)[0]
+        got.append(f"{s.contributing_edges}/{s.depth}")
+    assert got == ARCHITECTURE_FACTS[width][condition]
+
+
+def _closed(width, forward):
+    """All-closed edge masks, per stage, for a network without exits."""
+    L = len(width) - 1
+    return [np.zeros((sum(width[: k + 1]) if forward else width[k], width[k + 1]), dtype=bool) for k in range(L)]
+
+
+def test_trace_counts_only_edges_on_input_output_paths():
+    w = [2, 2, 2, 1]
+    e = _closed(w, forward=False)
+    e[0][0, 0] = e[1][0, 0] = e[2][0, 0] = True  # x0 -> h1_0 -> h2_0 -> out
+    s = trace(w, False, e)
+    assert (s.contributing_edges, s.depth, s.bias_terms) == (3, 3, 0)
+    e[0][1, 1] = True  # x1 -> h1_1, and h1_1 goes nowhere: no path to the output
+    e[1][1, 1] = True  # h1_1 -> h2_1, h2_1 goes nowhere: a dead-end branch
+    assert trace(w, False, e).contributing_edges == 3
+
+
+def test_trace_merges_a_bias_chain_into_one_term_per_component():
+    w = [2, 2, 2, 1]
+    e = _closed(w, forward=False)
+    e[0][0, 0] = e[1][0, 0] = e[2][0, 0] = True  # the path
+    e[1][1, 1] = e[2][1, 0] = True  # h1_1 (no input reaches it) -> h2_1 -> out: a 2-edge bias chain
+    s = trace(w, False, e)
+    assert (s.path_edges, s.bias_terms, s.contributing_edges) == (3, 1, 4)
+    # A second, separate constant chain: h1_0 is on the path, so use a new route into h2_0.
+    e[1][1, 0] = True  # h1_1 -> h2_0: joins the first chain at h1_1: still one component
+    assert trace(w, False, e).bias_terms == 1
+
+
+def test_trace_counts_bias_components_not_chains():
+    w = [1, 2, 2, 2]  # two outputs
+    e = _closed(w, forward=False)
+    e[1][0, 0] = e[2][0, 0] = True  # h1_0 -> h2_0 -> out_0: no input feeds h1_0
+    e[1][1, 1] = e[2][1, 0] = True  # h1_1 -> h2_1 -> out_0: a second constant into the same sum
+    s = trace(w, False, e)
+    assert (s.path_edges, s.depth, s.bias_terms, s.contributing_edges) == (0, 0, 1, 1)
+    e[2][1, 0], e[2][1, 1] = False, True  # the second chain now feeds out_1: a separate bias term
+    assert trace(w, False, e).bias_terms == 2
+
+
+def test_trace_gives_a_skip_path_its_true_length():
+    w = [2, 3, 3, 1]
+    e = _closed(w, forward=True)  # stage k reads [x0, ..., xk]
+    e[2][0, 0] = True  # x0_0 -> out directly through a forward connection
+    s = trace(w, True, e)
+    assert (s.contributing_edges, s.depth) == (1, 1)
+    e[0][1, 2] = True  # x0_1 -> h1_2
+    e[2][2 + 2, 0] = True  # h1_2 (input index 2 + 2 of stage 2) -> out, skipping layer 2
+    s = trace(w, True, e)
+    assert (s.contributing_edges, s.depth) == (3, 2)
+
+
+# ------------------------------------------------------------------ B-splines
+
+
+def cox_de_boor(i, k, t, x):
+    """Direct scalar Cox-de Boor recursion (reference)."""
+    if k == 0:
+        return 1.0 if t[i] <= x < t[i + 1] else 0.0
+    left = 0.0 if t[i + k] == t[i] else (x - t[i]) / (t[i + k] - t[i]) * cox_de_boor(i, k - 1, t, x)
+    right = 0.0 if t[i + k + 1] == t[i + 1] else (t[i + k + 1] - x) / (t[i + k + 1] - t[i + 1]) * cox_de_boor(i + 1, k - 1, t, x)
+    return left + right
+
+
+def test_basis_matches_direct_cox_de_boor_and_sums_to_one():
+    G, K = 7, 3
+    grid = uniform_grid(1, 1, G, K)
+    grid[..., K:-K] += torch.linspace(0, 0.05, G + 1) ** 2  # a non-uniform grid
+    x = torch.linspace(-1.3, 1.3, 97, dtype=torch.float64)
+    basis = bspline_basis(x.view(1, -1, 1), grid, K)[0, :, 0]  # (N, C)
+    t = grid[0, 0].tolist()
+    ref = torch.tensor([[cox_de_boor(i, K, t, float(v)) for i in range(G + K)] for v in x], dtype=torch.float64)
+    assert torch.allclose(basis, ref, atol=1e-6)
+    inside = (x >= t[K]) & (x < t[-K - 1])
+    assert torch.allclose(basis[inside].sum(-1), torch.ones(int(inside.sum()), dtype=torch.float64), atol=1e-6)
+
+
+def _fitted_layer(fn, G=10, K=3):
+    model = GatedKAN(KANSpec((1, 1), grid_size=G, spline_order=K), Condition(), seeds=[0], dtype=torch.float64)
+    layer = model.stages[0]
+    xs = torch.linspace(-1, 1, 201, dtype=torch.float64).view(1, -1, 1)
+    with torch.no_grad():
+        layer.coef.copy_(fit_coefficients(xs, fn(xs).unsqueeze(-1), layer.grid, K))
+    return layer
+
+
+def test_grid_update_preserves_a_cubic_exactly():
+    cubic = lambda x: 0.3 * x**3 - x**2 + 0.5 * x - 0.2  # noqa: E731
+    layer = _fitted_layer(cubic)
+    samples = (torch.rand(1, 300, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 1.6 - 0.9)
+    layer.update_grid(samples, grid_eps=0.02)
+    assert not torch.allclose(layer.grid, uniform_grid(1, 1, 10, 3).to(layer.grid))  # the knots moved
+    got = layer.edge_spline(samples)[0, :, 0, 0]
+    assert torch.allclose(got, cubic(samples[0, :, 0]), atol=1e-6)
+
+
+def test_grid_update_keeps_a_smooth_function_on_the_samples():
+    fn = lambda x: torch.sin(2 * x)  # noqa: E731
+    layer = _fitted_layer(fn)
+    samples = torch.rand(1, 500, 1, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 1.8 - 0.9
+    before = layer.edge_spline(samples)
+    layer.update_grid(samples, grid_eps=0.02)
+    after = layer.edge_spline(samples)
+    assert (after - before).abs().max() < 1e-3
+
+
+def test_spline_values_match_basis_times_coefficients():
+    grid = uniform_grid(2, 3, 5, 3)
+    coef = torch.randn(2, 3, 4, 8, dtype=torch.float64)
+    x = torch.rand(2, 6, 3, dtype=torch.float64) * 2 - 1
+    ref = torch.einsum("mbic,mioc->mbio", bspline_basis(x, grid, 3), coef)
+    assert torch.allclose(spline_values(x, grid, coef, 3), ref)
+
+
+# ------------------------------------------------------------------ gates
+
+
+@pytest.mark.parametrize("alpha", [-2.5, -1.0, 0.0, 1.5])
+def test_expected_z_is_the_probability_that_a_gate_is_open(alpha):
+    a = torch.full((200_000,), alpha, dtype=torch.float64)
+    z = gates.sample_hard_concrete(a, torch.rand(a.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    p = gates.expected_open(torch.tensor(alpha, dtype=torch.float64)).item()
+    assert abs((z > 0).double().mean().item() - p) < 1e-2
+    assert abs(z.mean().item() - p) > 1e-2  # it is not the mean of z~
+
+
+def test_hard_threshold_gates():
+    assert gates.deterministic_gate(torch.tensor([20.0]))[0] == 1.0
+    assert gates.deterministic_gate(torch.tensor([-20.0]))[0] == 0.0
+    assert 0.0 < gates.deterministic_gate(torch.tensor([0.1]), "louizos")[0] < 1.0
+
+
+def test_ablated_gates_are_always_open_and_frozen():
+    model = GatedKAN(KANSpec((2, 3, 1)), Condition.from_name("FX"), seeds=[0])
+    assert "alpha" not in dict(model.named_parameters())
+    assert torch.equal(model.sample_gates(None), torch.ones(1, model.n_edges))
+    # z~ at alpha = 20 is exactly 1 for every uniform the sampler allows.
+    u = torch.tensor([0.0, 1e-6, 0.5, 1.0])
+    assert torch.equal(gates.sample_hard_concrete(torch.full((4,), 20.0), u), torch.ones(4))
+
+
+# ------------------------------------------------------------------ objective
+
+
+def test_complexity_equals_a_hand_computation_with_two_exits():
+    # [2, 3, 1] with X: trunk layer 0 (2x3), exit head 0 (2x1), final layer = exit 1 (3x1).
+    model = GatedKAN(KANSpec((2, 3, 1)), Condition.from_name("EX"), seeds=[0], dtype=torch.float64)
+    rng = np.random.default_rng(0)
+    p_open = rng.uniform(0.05, 0.95, model.n_edges)  # E[z] per edge, stage 0 columns [trunk 3 | head 1]
+    shift = gates.TAU * math.log(-gates.GAMMA / gates.ZETA)
+    pi = np.array([0.3, 0.7])
+    with torch.no_grad():
+        model.alpha.copy_(torch.tensor(np.log(p_open / (1 - p_open)) + shift).view(1, -1))
+        model.exit_logits.copy_(torch.tensor(np.log(pi)).view(1, -1))
+    s0 = p_open[:8].reshape(2, 4)  # stage 0: inputs x outputs
+    s1 = p_open[8:].reshape(3, 1)
+    c = Costs(edge=1.0, node=1.0, exit=1.0)
+    C0 = 3 * c.node + s0[:, :3].sum()  # trunk layer 0 with its 3 node costs
+    Ch0 = s0[:, 3:].sum()  # exit head 0
+    Ch1 = s1.sum()  # final layer (exit 1)
+    hand = pi[1] * C0 + pi[0] * Ch0 + pi[1] * Ch1 + c.exit * 1
+    assert complexity(model, c).item() == pytest.approx(hand, rel=1e-12)
+
+
+def test_complexity_without_exits_is_the_sum_of_layer_costs():
+    model = GatedKAN(KANSpec((2, 3, 1)), Condition.from_name("E"), seeds=[0], dtype=torch.float64)
+    ez = gates.expected_open(torch.tensor(-1.0, dtype=torch.float64)).item()
+    assert complexity(model).item() == pytest.approx((3 + 6 * ez) + (1 + 3 * ez))
+
+
+def test_data_loss_sums_outputs_averages_samples_and_weights_exits():
+    out = torch.tensor([[[[1.0, 2.0], [0.0, 0.0]], [[3.0, 0.0], [1.0, 1.0]]]])  # (M=1, E=2, B=2, P=2)
+    y = torch.zeros(1, 2, 2)
+    assert torch.allclose(exit_mse(out, y), torch.tensor([[2.5, 5.5]]))
+    eta = torch.tensor([[0.25, 0.75]])
+    assert data_loss(out, y, eta).item() == pytest.approx(0.25 * 2.5 + 0.75 * 5.5)
+    assert data_loss(out[:, :1], y, None).item() == pytest.approx(2.5)
+
+
+# ------------------------------------------------------------------ members
+
+
+def test_members_share_no_gradient():
+    model = GatedKAN(KANSpec((2, 3, 3, 1)), Condition.from_name("EFX"), seeds=[0, 1, 2])
+    x = torch.rand(3, 16, 2)
+    out = model(x, model.sample_gates(torch.rand(3, model.n_edges)))
+    loss = data_loss(out, torch.zeros(3, 16, 1), torch.softmax(torch.randn(3, 3), -1)) + complexity(model)
+    loss[1].backward()
+    for name, p in model.named_parameters():
+        assert torch.all(p.grad[[0, 2]] == 0), name
+        assert p.grad[1].abs().sum() > 0, name
+
+
+def test_members_are_initialized_from_their_own_seed():
+    a = GatedKAN(KANSpec((3, 4, 1)), Condition.from_name("EFX"), seeds=[5, 7])
+    b = GatedKAN(KANSpec((3, 4, 1)), Condition.from_name("EFX"), seeds=[7])
+    for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(pa[1], pb[0]), name
+    assert not torch.equal(a.stages[0].coef[0], a.stages[0].coef[1])

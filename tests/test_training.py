@@ -1,0 +1,85 @@
+"""The training loop: schedules, packed vs one-at-a-time equivalence, divergence, resume."""
+
+import math
+
+import pytest
+import torch
+
+from kanx.config import DataConfig, RunConfig, TrainConfig
+from kanx.kan.network import Condition, KANSpec
+from kanx.kan.objective import Costs
+from kanx.training import Pack, beta_active, fc_active, grid_update_epochs, tau_x
+
+
+def make_runs(condition="EFX", seeds=(0, 1, 2), betas=(0.0, 0.05, 0.5), epochs=5, **train):
+    t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "warmup": 1, "fc_warmup": 2, "grid_update_count": 2, "grid_update_every": 1} | train)
+    return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), Costs(), "threshold", t, b, s) for s, b in zip(seeds, betas, strict=True)]
+
+
+def toy_data(M, N=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(M, N, 2, generator=g) * 2 - 1
+    return x, torch.sin(2 * x[..., :1] + x[..., 1:] ** 2)
+
+
+def train(runs, x, y):
+    pack = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    pack.train()
+    return pack
+
+
+def test_schedules():
+    assert not beta_active(199, 200) and beta_active(200, 200)
+    assert not fc_active(99, 100) and fc_active(100, 100)
+    assert tau_x(0, 100) == pytest.approx(5.0) and tau_x(99, 100) == pytest.approx(0.1)
+    assert tau_x(50, 101) == pytest.approx(math.sqrt(5.0 * 0.1))
+    t = TrainConfig(epochs=1000, batch_size=64, warmup=500, fc_warmup=100)
+    assert grid_update_epochs(t, Condition.from_name("Baseline")) == set(range(0, 50, 5))
+    assert grid_update_epochs(t, Condition.from_name("EFX")) == {s + i for s in (0, 100, 500) for i in range(0, 50, 5)}
+    assert grid_update_epochs(TrainConfig(epochs=10, batch_size=1, grid_updates=False), Condition()) == set()
+
+
+def test_packed_members_match_runs_trained_one_at_a_time():
+    runs = make_runs()  # 5 epochs x 4 steps = 20 steps, FC switch and grid updates included
+    x, y = toy_data(3)
+    packed = train(runs, x, y)
+    assert packed.steps == 20
+    for m, run in enumerate(runs):
+        alone = train([run], x[m : m + 1], y[m : m + 1])
+        for (name, a), b in zip(packed.model.state_dict().items(), alone.model.state_dict().values(), strict=True):
+            assert torch.allclose(a[m], b[0], rtol=1e-5, atol=1e-7), name
+
+
+def test_a_diverging_member_is_frozen_and_the_others_are_untouched():
+    runs = make_runs(seeds=(0, 1), betas=(0.05, 0.05), epochs=3)
+    x, y = toy_data(2)
+    y_bad = y.clone()
+    y_bad[1, 0, 0] = float("inf")
+    good = train(runs[:1], x[:1], y[:1])
+    pack = train(runs, x, y_bad)
+    assert pack.alive.tolist() == [True, False]
+    for (name, a), b in zip(pack.model.state_dict().items(), good.model.state_dict().values(), strict=True):
+        assert torch.allclose(a[0], b[0], rtol=1e-5, atol=1e-7), name
+
+
+def test_resuming_from_member_states_gives_the_same_model():
+    runs = make_runs(epochs=6)
+    x, y = toy_data(3)
+    full = train(runs, x, y)
+    first = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    while first.epoch < 3:
+        first.run_epoch()
+    states = [first.member_state(m) for m in range(3)]
+    resumed = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    resumed.load_member_states(states)
+    resumed.train()
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_same_seed_same_numbers():
+    x, y = toy_data(1)
+    a = train(make_runs(seeds=(3,), betas=(0.1,)), x, y)
+    b = train(make_runs(seeds=(3,), betas=(0.1,)), x, y)
+    for pa, pb in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True):
+        assert torch.equal(pa, pb)
