@@ -1,0 +1,122 @@
+"""`python -m kanx.analyze RESULTS_ROOT`: tables, figures and report.md from run records.
+
+    python -m kanx.analyze outputs/                                  # report at outputs/report.md
+    python -m kanx.analyze outputs/ --out reports/ --formats png
+    python -m kanx.analyze outputs/ --published ../shared/calibration/concrete_published.csv \\
+        --published-dataset concrete [--published-hv hv.csv] [--hv-tol 0.05]
+
+This is the only place that writes files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
+from .records import load_runs
+from .report import Artifacts, build_artifacts
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
+
+
+def write_artifacts(art: Artifacts, out: Path, formats) -> Path:
+    """Write every text, every figure in each format and ``report.md`` below ``out``."""
+    for rel, text in art.texts.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for stem, fig in art.figures.items():
+        (out / stem).parent.mkdir(parents=True, exist_ok=True)
+        for ext in formats:
+            metadata = {"CreationDate": None} if ext == "pdf" else None
+            fig.savefig(out / f"{stem}.{ext}", dpi=150, metadata=metadata)
+    report = out / "report.md"
+    report.write_text(art.report)
+    return report
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m kanx.analyze", description=__doc__.split("\n")[0])
+    parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="folder searched for */record.json")
+    parser.add_argument("--out", type=Path, help="output folder (default: RESULTS_ROOT)")
+    parser.add_argument("--formats", default="png,pdf", help="figure formats, comma-separated (default: png,pdf)")
+    parser.add_argument("--published", type=Path, metavar="CSV", help="published absolute results to compare with")
+    parser.add_argument(
+        "--published-dataset",
+        "--dataset",
+        dest="published_dataset",
+        metavar="NAME",
+        help="dataset of --published (default: the only dataset in the records)",
+    )
+    parser.add_argument(
+        "--published-hv",
+        type=Path,
+        metavar="CSV",
+        help="published normalized HV as 'condition,hv' (default: the paper's values, where kanx has them)",
+    )
+    parser.add_argument(
+        "--hv-tol",
+        type=float,
+        default=HV_TOLERANCE,
+        help="tolerance on normalized HV (default: %(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    formats = tuple(f.strip().lower() for f in args.formats.split(",") if f.strip())
+    bad = [f for f in formats if f not in FIGURE_FORMATS]
+    if bad:
+        print(f"error: --formats {','.join(bad)} not in {','.join(FIGURE_FORMATS)}", file=sys.stderr)
+        return 2
+    if not args.root.is_dir():
+        print(f"error: {args.root} is not a folder", file=sys.stderr)
+        return 2
+    runs = load_runs(args.root)
+    skipped = runs.attrs["skipped"]
+    if runs.empty:
+        print(
+            f"error: no completed record.json below {args.root} ({len(skipped)} skipped)",
+            file=sys.stderr,
+        )
+        return 1
+
+    published = published_hv = None
+    dataset, hv_source = args.published_dataset, ""
+    if args.published is not None:
+        published = read_published(args.published)
+        if dataset is None:
+            datasets = sorted(runs["dataset"].unique())
+            if len(datasets) != 1:
+                print("error: --published needs --published-dataset NAME", file=sys.stderr)
+                return 2
+            dataset = datasets[0]
+        if args.published_hv is not None:
+            published_hv, hv_source = read_published_hv(args.published_hv), f"`{args.published_hv.name}`"
+        elif dataset in PAPER_HV:
+            published_hv, hv_source = (
+                PAPER_HV[dataset],
+                "the paper's HV table (kanx.analyze.published.PAPER_HV)",
+            )
+
+    art = build_artifacts(
+        runs,
+        formats=formats,
+        published=published,
+        published_dataset=dataset,
+        published_source=f"`{args.published.name}`" if args.published else "",
+        published_hv=published_hv,
+        published_hv_source=hv_source,
+        hv_tol=args.hv_tol,
+    )
+    report = write_artifacts(art, args.out or args.root, formats)
+    print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker or unreadable)")
+    print(f"report: {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Load run records into one tidy table: a row per `record.json` that has a `done` marker.
+
+The analysis reads only records, never directory names: everything a row holds comes from
+the JSON object. A record without a `done` marker beside it (a run killed mid-write) does not
+count; it is listed in ``runs.attrs["skipped"]`` with the reason, as is any record that cannot
+be read.
+
+Duplicates: two records for the same (dataset, condition, beta, seed), e.g. a failed run and
+its re-run in another sweep folder, would count one seed twice. The record whose `done` marker
+is newest wins (ties: the later path); the others stay in the table with ``superseded=True``
+and are left out of every statistic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .registry import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
+
+SCHEMA_VERSION = 1
+RECORD_NAME = "record.json"
+DONE_NAME = "done"
+
+METRICS: tuple[str, ...] = (
+    "test_rmse",
+    "train_rmse",
+    "test_rmse_one_step",
+    "contributing_edges",
+    "depth",
+    "exit",
+    "open_gates",
+    "bias_terms",
+)
+TIMING: tuple[str, ...] = ("wall_s", "steps", "steps_per_s")
+RUN_COLUMNS: tuple[str, ...] = (
+    "dataset",
+    "family",
+    "condition",
+    "beta",
+    "seed",
+    "data_seed",
+    "status",
+    "status_reason",
+    "usable",
+    "superseded",
+    *METRICS,
+    *TIMING,
+    "n_train",
+    "n_test",
+    "target_unit",
+    "git_commit",
+    "config_hash",
+    "error",
+    "path",
+)
+# Integer-valued columns, nullable (pandas Int64) so a null stays null and 60 prints as 60.
+INTEGER_COLUMNS: tuple[str, ...] = (
+    "seed",
+    "data_seed",
+    "contributing_edges",
+    "depth",
+    "exit",
+    "open_gates",
+    "bias_terms",
+    "steps",
+    "n_train",
+    "n_test",
+)
+KEY: tuple[str, ...] = ("dataset", "condition", "beta", "seed")
+
+
+def canonical_beta(beta, condition: str) -> float:
+    """Beta as a float rounded to 12 significant digits, so 0.1 from two writers compares equal.
+
+    An ungated condition (Baseline, F) has no beta; a missing value there means 0.
+    """
+    if beta is None:
+        if condition in UNGATED:
+            return 0.0
+        raise ValueError(f"condition {condition} needs a beta")
+    return float(f"{float(beta):.12g}")
+
+
+def _number(value) -> float:
+    """A metric as float; null (the runner's spelling of non-finite) becomes NaN."""
+    if value is None:
+        return math.nan
+    return float(value)
+
+
+def _row(record: dict, path: str) -> dict:
+    for key in ("dataset", "condition", "seed", "status"):
+        if record.get(key) is None:
+            raise ValueError(f"no {key!r}")
+    if record.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        raise ValueError(f"schema_version {record.get('schema_version')!r} is not {SCHEMA_VERSION}")
+    condition = str(record["condition"])
+    if condition not in CONDITIONS:
+        raise ValueError(f"condition {condition!r} is not one of {', '.join(CONDITIONS)}")
+    dataset = str(record["dataset"])
+    metrics = record.get("metrics") or {}
+    timing = record.get("timing") or {}
+    status = str(record["status"])
+    return {
+        "dataset": dataset,
+        "family": str(record.get("family") or family_of(dataset)),
+        "condition": condition,
+        "beta": canonical_beta(record.get("beta"), condition),
+        "seed": int(record["seed"]),
+        "data_seed": record.get("data_seed"),
+        "status": status,
+        "status_reason": record.get("status_reason"),
+        "usable": status in USABLE_STATUSES,
+        "superseded": False,
+        **{m: _number(metrics.get(m)) for m in METRICS},
+        **{t: _number(timing.get(t)) for t in TIMING},
+        "n_train": record.get("n_train"),
+        "n_test": record.get("n_test"),
+        "target_unit": record.get("target_unit"),
+        "git_commit": record.get("git_commit"),
+        "config_hash": record.get("config_hash"),
+        "error": record.get("error"),
+        "path": path,
+    }
+
+
+def find_records(root: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Record files below ``root`` with a `done` marker, and (path, reason) for those without."""
+    root = Path(root)
+    done, skipped = [], []
+    for path in sorted(root.rglob(RECORD_NAME)):
+        if (path.parent / DONE_NAME).is_file():
+            done.append(path)
+        else:
+            skipped.append((path.relative_to(root).as_posix(), "no done marker"))
+    return done, skipped
+
+
+def _mark_superseded(runs: pd.DataFrame, mtimes: list[int]) -> pd.DataFrame:
+    runs = runs.assign(_mtime=mtimes)
+    newest = runs.sort_values(["_mtime", "path"]).groupby(list(KEY), sort=False).tail(1).index
+    runs["superseded"] = ~runs.index.isin(newest)
+    return runs.drop(columns="_mtime")
+
+
+def sort_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Registry order: dataset, condition, beta, seed, then path."""
+    order = runs.assign(
+        _g=runs["dataset"].map(dataset_rank),
+        _c=runs["condition"].map(CONDITIONS.index),
+    )
+    order = order.sort_values(["_g", "_c", "beta", "seed", "path"], kind="stable")
+    return order.drop(columns=["_g", "_c"]).reset_index(drop=True)
+
+
+def load_runs(root: str | Path) -> pd.DataFrame:
+    """A row per completed record below ``root`` (columns: `RUN_COLUMNS`).
+
+    ``usable`` marks the runs that enter medians and log-ratios (status ok or collapsed).
+    ``attrs["skipped"]`` lists (path, reason) for records that do not count.
+    """
+    root = Path(root)
+    paths, skipped = find_records(root)
+    rows, mtimes = [], []
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        try:
+            rows.append(_row(json.loads(path.read_text()), rel))
+        except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+            skipped.append((rel, f"unreadable record: {exc}"))
+            continue
+        mtimes.append((path.parent / DONE_NAME).stat().st_mtime_ns)
+    runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    if len(runs):
+        runs = sort_runs(_mark_superseded(runs, mtimes))
+    runs = runs.astype({"usable": bool, "superseded": bool, "beta": float, **{c: "Int64" for c in INTEGER_COLUMNS}})
+    runs.attrs["skipped"] = sorted(skipped)
+    return runs
+
+
+def active_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs every statistic starts from: one per (dataset, condition, beta, seed)."""
+    return runs[~runs["superseded"]]
+
+
+def metric_values(runs: pd.DataFrame, metric: str) -> pd.Series:
+    """A metric for statistics: a usable run's null (non-finite) RMSE counts as +inf.
+
+    A model whose test predictions are not finite (e.g. a multi-step rollout that blew up) is
+    worse than any finite one, so it enters a median as the worst value rather than vanishing.
+    Other null metrics stay NaN and are left out of that metric's median.
+    """
+    values = runs[metric].astype(float)
+    if metric.startswith("test_rmse") or metric == "train_rmse":
+        values = values.where(~(runs["usable"] & values.isna()), np.inf)
+    return values

@@ -1,0 +1,325 @@
+"""Everything the command writes, built in memory: table texts, figures and ``report.md``.
+
+`build_artifacts` is pure (no file is touched); `kanx.analyze.__main__` writes the result.
+All links in the report are relative to the output folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from . import published as pub
+from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians
+from .figures import log_ratio_figure
+from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
+from .registry import (
+    STATUSES,
+    family_label,
+    group_label,
+    problem_label,
+    sort_datasets,
+    sort_families,
+)
+from .tables import (
+    CSV_FLOAT,
+    absolute_caption,
+    absolute_csv,
+    absolute_latex,
+    absolute_markdown,
+    absolute_table,
+    cell_counts_markdown,
+    format_beta,
+    hv_caption,
+    hv_csv,
+    hv_latex,
+    hv_markdown,
+    log_ratio_markdown,
+    markdown_table,
+)
+
+STATUS_TEXT = """\
+Treatment of run statuses: `ok` and `collapsed` runs are used in medians, log-ratios and \
+hypervolumes (a collapsed model is a real, if constant, predictor with 0 contributing edges \
+and depth 0). `diverged` and `failed` runs are left out of those statistics but counted: \
+every cell shows n = usable/total runs. A usable run whose test RMSE is null (non-finite) \
+counts as RMSE = inf. Only records with a `done` marker count; when two records share \
+(dataset, condition, beta, seed), the one with the newest `done` marker is used."""
+
+LOG_RATIO_TEXT = """\
+Points: mean over seeds of log10(baseline / condition), for test RMSE (A) and contributing \
+edges (B); positive means lower RMSE or fewer edges than the baseline. Seed s of a condition \
+is paired with seed s of the Baseline of the same dataset (Nguyen problem); a pair is dropped, \
+and counted, when either run is missing or not usable, or when either value is 0 or not finite \
+(e.g. the 0 edges of a collapsed run). Error bars: +-1 SEM (sample std, ddof=1, over the \
+pairs / sqrt(pairs)); none with fewer than two pairs. Nguyen is pooled over all pairs of its \
+problems. Cells read (pairs/runs)."""
+
+
+@dataclass
+class Artifacts:
+    """Relative path -> text, relative stem -> figure (saved once per format), the report."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    figures: dict[str, Figure] = field(default_factory=dict)
+    report: str = ""
+
+
+def _links(stem: str, exts: Sequence[str]) -> str:
+    return " · ".join(f"[{ext}]({stem}.{ext})" for ext in exts)
+
+
+def _figure_lines(stem: str, alt: str, formats: Sequence[str], numbers: str) -> list[str]:
+    """The PNG shown inline (when written), links to every format, then to the numbers."""
+    lines = [f"![{alt}]({stem}.png)", ""] if "png" in formats else []
+    figure = f"Figure: {_links(stem, formats)} · " if formats else ""
+    return [*lines, f"{figure}Numbers: {numbers}", ""]
+
+
+def _run_summary(runs: pd.DataFrame) -> str:
+    used = runs[~runs["superseded"]]
+    rows = []
+    for dataset in sort_datasets(used["dataset"]):
+        mine = used[used["dataset"] == dataset]
+        counts = [int((mine["status"] == s).sum()) for s in STATUSES]
+        rows.append([group_label(dataset), *map(str, counts), str(len(mine))])
+    counts = [int((used["status"] == s).sum()) for s in STATUSES]
+    rows.append(["**all**", *map(str, counts), str(len(used))])
+    return markdown_table(["Dataset", *STATUSES, "total"], rows, "l" + "r" * (len(STATUSES) + 1))
+
+
+def _commits(runs: pd.DataFrame) -> str:
+    commits = runs.loc[~runs["superseded"], "git_commit"].fillna("(none recorded)")
+    counts = commits.value_counts()
+    order = sorted(counts.index, key=lambda c: (-counts[c], c))
+    return "\n".join(f"- `{c}`: {counts[c]} runs" for c in order) + "\n"
+
+
+def _published_section(
+    medians: pd.DataFrame,
+    hv_detail: pd.DataFrame,
+    published: pd.DataFrame,
+    dataset: str,
+    source: str,
+    published_hv: Mapping[str, float] | None,
+    hv_source: str,
+    hv_tol: float,
+    art: Artifacts,
+) -> list[str]:
+    cmp = pub.compare_published(medians, published, dataset)
+    stem = f"tables/published_{dataset}"
+    art.texts[f"{stem}.md"] = pub.comparison_markdown(cmp)
+    art.texts[f"{stem}.csv"] = pub.comparison_csv(cmp)
+    n_in = {p: int((cmp[f"{p}_in_range"] == True).sum()) for p in ("rmse", "edges", "depth")}  # noqa: E712
+    n_both = int((cmp["rmse_reproduced"].notna() & cmp["rmse_published"].notna()).sum())
+    lines = [
+        f"## Comparison with published values: {group_label(dataset)}",
+        "",
+        f"Reproduced seed-medians next to the published ones ({source}); Δ = reproduced − published; "
+        "'in [min, max]': the reproduced median lies within the published range over seeds. "
+        f"Reproduced median inside the published range: RMSE {n_in['rmse']}/{n_both}, "
+        f"edges {n_in['edges']}/{n_both}, depth {n_in['depth']}/{n_both} cells.",
+        "",
+        art.texts[f"{stem}.md"],
+        _links(stem, ("md", "csv")),
+        "",
+    ]
+    if published_hv is not None:
+        mine = hv_detail[hv_detail["dataset"] == dataset]
+        reproduced = dict(zip(mine["condition"], mine["hv_norm"], strict=True))
+        cmp_hv = pub.compare_hv(reproduced, published_hv, hv_tol, pub.hv_from_published(published))
+        stem = f"tables/published_hv_{dataset}"
+        art.texts[f"{stem}.md"] = pub.hv_comparison_markdown(cmp_hv)
+        art.texts[f"{stem}.csv"] = pub.hv_comparison_csv(cmp_hv)
+        lines += [
+            f"Normalized hypervolume (published values: {hv_source}), tolerance ±{hv_tol:g}. "
+            "'from publ. medians' recomputes "
+            "the HV from the published medians with the same rules, to show how closely the "
+            "paper's own table reproduces its HV.",
+            "",
+            art.texts[f"{stem}.md"],
+            _links(stem, ("md", "csv")),
+            "",
+        ]
+    return lines
+
+
+def build_artifacts(
+    runs: pd.DataFrame,
+    formats: Sequence[str] = ("png", "pdf"),
+    published: pd.DataFrame | None = None,
+    published_dataset: str | None = None,
+    published_source: str = "given in code",
+    published_hv: Mapping[str, float] | None = None,
+    published_hv_source: str = "given in code",
+    hv_tol: float = pub.HV_TOLERANCE,
+    ref_scale: float = REF_SCALE,
+) -> Artifacts:
+    """All tables, figures and the report for the run table ``runs`` (see `load_runs`)."""
+    art = Artifacts()
+    medians = seed_medians(runs)
+    datasets = sort_datasets(medians["dataset"])
+    families = sort_families(medians["family"])
+    nguyen = [d for d in datasets if medians.loc[medians["dataset"] == d, "family"].iloc[0] == "nguyen"]
+    skipped = runs.attrs.get("skipped", [])
+    superseded = runs.loc[runs["superseded"], "path"].tolist()
+
+    art.texts["tables/runs.csv"] = runs.to_csv(index=False, lineterminator="\n")
+    art.texts["tables/seed_medians.csv"] = medians.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+
+    lines = [
+        "# kanx analysis report",
+        "",
+        f"{len(runs) - len(superseded)} runs counted ({int(runs.loc[~runs['superseded'], 'usable'].sum())} usable) "
+        f"in {len(datasets)} datasets; skipped records: {len(skipped)}; superseded duplicates: {len(superseded)}. "
+        "Full run table: [tables/runs.csv](tables/runs.csv); seed-medians of every cell: "
+        "[tables/seed_medians.csv](tables/seed_medians.csv).",
+        "",
+        "## Records",
+        "",
+        _run_summary(runs),
+        STATUS_TEXT,
+        "",
+        "Git commits of the records:",
+        "",
+        _commits(runs),
+    ]
+    if skipped:
+        lines += ["Skipped records (not counted anywhere):", ""]
+        lines += [f"- `{path}`: {reason}" for path, reason in skipped] + [""]
+    if superseded:
+        lines += [
+            "Superseded duplicates (a newer record of the same dataset, condition, beta and seed is used; "
+            "if these are a different experiment, e.g. other hyperparameters, analyze their folders separately):",
+            "",
+        ]
+        lines += [f"- `{path}`" for path in superseded] + [""]
+
+    # Missing cells ------------------------------------------------------------------------
+    missing = missing_cells(medians)
+    lines += ["## Missing cells", ""]
+    lines.append(
+        "Expected grid per dataset: Baseline and F at beta 0; every gated condition at the union "
+        "of the gated conditions' betas seen in its family."
+    )
+    lines.append("")
+    if missing.empty:
+        lines += ["None: every expected cell has at least one record.", ""]
+    else:
+        rows = [[group_label(r.dataset), r.condition, format_beta(r.beta), "**missing**"] for r in missing.itertuples()]
+        lines += [markdown_table(["Dataset", "Cond.", "β", ""], rows, "llll")]
+
+    # Hypervolume --------------------------------------------------------------------------
+    hv = hv_table(medians, ref_scale)
+    hv_detail = condition_hypervolumes(medians, ref_scale)
+    art.texts["tables/hypervolume.md"] = f"{hv_caption()}\n\n{hv_markdown(hv)}"
+    art.texts["tables/hypervolume.tex"] = hv_latex(hv)
+    art.texts["tables/hypervolume.csv"] = hv_csv(hv)
+    art.texts["tables/hypervolume_detail.csv"] = hv_detail.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+    lines += [
+        "## Normalized hypervolume",
+        "",
+        art.texts["tables/hypervolume.md"],
+        _links("tables/hypervolume", ("md", "tex", "csv")) + " · raw HVs and reference points: [csv](tables/hypervolume_detail.csv)",
+        "",
+    ]
+    if nguyen:
+        hvp = hv_problem_table(medians, "nguyen", ref_scale)
+        art.texts["tables/hypervolume_nguyen.md"] = f"{hv_caption(problems=True)}\n\n{hv_markdown(hvp, problems=True)}"
+        art.texts["tables/hypervolume_nguyen.tex"] = hv_latex(hvp, problems=True)
+        art.texts["tables/hypervolume_nguyen.csv"] = hv_csv(hvp)
+        lines += [
+            "Per Nguyen problem (the Nguyen column above is the Mean column here):",
+            "",
+            hv_markdown(hvp, problems=True),
+            _links("tables/hypervolume_nguyen", ("md", "tex", "csv")),
+            "",
+        ]
+
+    # Log-ratios ---------------------------------------------------------------------------
+    ratios = pd.concat([log_ratios(runs, "test_rmse"), log_ratios(runs, "contributing_edges")], ignore_index=True)
+    art.texts["tables/log_ratios_per_seed.csv"] = ratios.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+    split = {m: ratios[ratios["metric"] == m] for m in ("test_rmse", "contributing_edges")}
+    pooled = {m: log_ratio_summary(r, by="family") for m, r in split.items()}
+    art.texts["tables/log_ratios.csv"] = pd.concat(pooled.values(), ignore_index=True).to_csv(
+        index=False, float_format=CSV_FLOAT, lineterminator="\n"
+    )
+    art.texts["tables/log_ratios.md"] = log_ratio_markdown(*pooled.values(), family_label)
+    art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), families, family_label, max_cols=max(len(families), 1))
+    lines += [
+        "## Accuracy and size relative to the baseline",
+        "",
+        LOG_RATIO_TEXT,
+        "",
+        *_figure_lines(
+            "figures/log_ratios",
+            "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline",
+            formats,
+            _links("tables/log_ratios", ("md", "csv")) + " · per seed: [csv](tables/log_ratios_per_seed.csv)",
+        ),
+        art.texts["tables/log_ratios.md"],
+    ]
+    if nguyen:
+        nguyen_split = {m: r[r["family"] == "nguyen"] for m, r in split.items()}
+        per = {m: log_ratio_summary(r, by="dataset") for m, r in nguyen_split.items()}
+        art.texts["tables/log_ratios_nguyen.csv"] = pd.concat(per.values(), ignore_index=True).to_csv(
+            index=False, float_format=CSV_FLOAT, lineterminator="\n"
+        )
+        art.texts["tables/log_ratios_nguyen.md"] = log_ratio_markdown(*per.values(), problem_label)
+        art.figures["figures/log_ratios_nguyen"] = log_ratio_figure(
+            *per.values(), nguyen, lambda d: f"Nguyen {problem_label(d)}", max_cols=5
+        )
+        lines += [
+            "Nguyen, per problem:",
+            "",
+            *_figure_lines(
+                "figures/log_ratios_nguyen",
+                "Log-ratios per Nguyen problem",
+                formats,
+                _links("tables/log_ratios_nguyen", ("md", "csv")),
+            ),
+        ]
+
+    # Absolute tables ----------------------------------------------------------------------
+    lines += ["## Absolute results", ""]
+    for dataset in datasets:
+        table = absolute_table(medians, dataset)
+        stem = f"tables/absolute_{dataset}"
+        caption, markdown = absolute_caption(table, dataset), absolute_markdown(table)
+        art.texts[f"{stem}.md"] = f"{caption}\n\n{markdown}"
+        art.texts[f"{stem}.tex"] = absolute_latex(table, dataset)
+        art.texts[f"{stem}.csv"] = absolute_csv(table)
+        lines += [
+            f"### {group_label(dataset)}",
+            "",
+            caption,
+            "",
+            "Runs per cell (usable/total):",
+            "",
+            cell_counts_markdown(medians, dataset),
+            markdown,
+            _links(stem, ("md", "tex", "csv")),
+            "",
+        ]
+
+    # Published ----------------------------------------------------------------------------
+    if published is not None:
+        if published_dataset is None:
+            raise ValueError("published values need the dataset they belong to")
+        lines += _published_section(
+            medians,
+            hv_detail,
+            published,
+            published_dataset,
+            source=published_source,
+            published_hv=published_hv,
+            hv_source=published_hv_source,
+            hv_tol=hv_tol,
+            art=art,
+        )
+
+    art.report = "\n".join(lines).rstrip("\n") + "\n"
+    return art
