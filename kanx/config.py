@@ -44,6 +44,7 @@ class TrainConfig:
     complexity_scale: str = "mdl"
     checkpoint_every: int = 500
     pack_size: int = 70
+    compile: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         complexity_scale=_choice(t.get("complexity_scale", "mdl"), "train.complexity_scale", COMPLEXITY_SCALES),
         checkpoint_every=_int(t.get("checkpoint_every", 0), "train.checkpoint_every"),
         pack_size=_int(t.get("pack_size", 70), "train.pack_size"),
+        compile=bool(t.get("compile", False)),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
     _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")

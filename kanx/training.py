@@ -92,6 +92,7 @@ class Pack:
         self.device, self.M = device, len(runs)
         seeds = [r.seed for r in runs]
         self.model = GatedKAN(first.model, first.condition, seeds).to(device)
+        self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
         self.beta = torch.tensor([r.beta for r in runs], dtype=torch.float32, device=device)
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train)

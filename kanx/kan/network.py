@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from kanx.kan import gates as G_
-from kanx.kan.spline import adaptive_grid, bspline_basis, fit_coefficients, spline_values, uniform_grid
+from kanx.kan.spline import adaptive_grid, fit_coefficients, spline_features, spline_values, uniform_grid
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,7 @@ class KANLayer(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.G, self.K = spec.grid_size, spec.spline_order
+        self.compiled = False  # fused basis kernel (torch.compile) for training steps
         C = self.G + self.K
         lo, hi = spec.grid_range
         self.register_buffer("grid", uniform_grid(M, in_features, self.G, self.K, lo, hi).to(dtype))  # (M, I, T)
@@ -123,8 +124,7 @@ class KANLayer(nn.Module):
         batched matmul over [silu(x), B(x)] features.
         """
         M, B, I = x.shape
-        basis = bspline_basis(x, self.grid, self.K)  # (M, B, I, C)
-        feats = torch.cat([nn.functional.silu(x).unsqueeze(-1), basis], dim=-1)  # (M, B, I, 1+C)
+        feats = spline_features(x, self.grid, self.K, self.compiled and torch.is_grad_enabled())  # (M, B, I, 1+C)
         w = torch.cat([(gate * self.scale_base).unsqueeze(-1), (gate * self.scale_sp).unsqueeze(-1) * self.coef], dim=-1)
         w = w.permute(0, 1, 3, 2).reshape(M, -1, self.out_features)  # (M, I*(1+C), O)
         return torch.bmm(feats.reshape(M, B, -1), w)  # (M, B, O)
@@ -201,6 +201,11 @@ class GatedKAN(nn.Module):
         gens = member_generators(seeds, stream=0)
         for stage in self.stages:
             stage.reset_parameters(self.spec, gens)
+
+    def use_compiled_basis(self, flag: bool = True) -> None:
+        """Training steps use the fused (torch.compile) basis kernel; see spline._feature_kernel."""
+        for stage in self.stages:
+            stage.compiled = flag
 
     @property
     def n_exits(self) -> int:
