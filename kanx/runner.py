@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from kanx import records as R
 from kanx.config import RunConfig, check_width, config_hash, run_config_from, to_container
 from kanx.errors import ConfigError
-from kanx.training import Pack, resolve_device
+from kanx.training import Pack, member_slice, resolve_device
 
 log = logging.getLogger("kanx")
 
@@ -148,6 +148,26 @@ def train_pack(jobs: Sequence[Job]) -> None:
             R.write_record(job.run_dir, rec)
 
 
+# The pack being trained in this process and its state at the last epoch boundary, so a
+# preemption signal (SLURM, see hydra_plugins/kanx_launcher) can checkpoint it exactly.
+_ACTIVE: dict = {}
+
+
+def save_active_checkpoint() -> int:
+    """Write the checkpoint of the pack being trained, as of its last finished epoch.
+    Returns the number of runs checkpointed (0 if none is training)."""
+    jobs, state = _ACTIVE.get("jobs"), _ACTIVE.get("state")
+    if not jobs or state is None:
+        return 0
+    _write_checkpoints(jobs, state)
+    return len(jobs)
+
+
+def _write_checkpoints(jobs: Sequence[Job], state: dict) -> None:
+    for m, job in enumerate(jobs):
+        _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": state["epoch"], "state": member_slice(state, m)})
+
+
 def _train_pack(jobs: Sequence[Job], start: float) -> None:
     from kanx.data import evaluate_members, fit_scaling, stack_scalings
 
@@ -171,12 +191,16 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         if progress.epoch % every == 0 or p.epoch == cfg.epochs:
             open_gates = (p.model.inference_gates(p.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
+        state = p.full_state()
+        _ACTIVE.update(jobs=jobs, state=state)
         if cfg.checkpoint_every and p.epoch % cfg.checkpoint_every == 0 and p.epoch < cfg.epochs:
-            for m, job in enumerate(jobs):
-                _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": p.epoch, "state": p.member_state(m)})
+            _write_checkpoints(jobs, state)
 
-    pack.train(on_epoch)
-    bar.close()
+    try:
+        pack.train(on_epoch)
+    finally:
+        _ACTIVE.clear()
+        bar.close()
 
     stacked = stack_scalings(scalings)
 

@@ -189,22 +189,27 @@ class Pack:
         return [s.as_dict() for s in model_structure(self.model, self.estimator)]
 
     # ---------------------------------------------------------------- member state
-    def member_state(self, m: int) -> dict:
-        """Member m's slice of everything needed to resume it exactly."""
+    def full_state(self) -> dict:
+        """A copy of everything needed to resume the pack exactly, taken at an epoch
+        boundary (cheap: a few dozen small tensors)."""
         opt = {}
         for i, p in enumerate(self.optimizer.param_groups[0]["params"]):
             st = self.optimizer.state.get(p)
             if st:
-                opt[i] = {"step": st["step"].clone(), "exp_avg": st["exp_avg"][m].cpu().clone(), "exp_avg_sq": st["exp_avg_sq"][m].cpu().clone()}
+                opt[i] = {k: v.detach().clone() for k, v in st.items()}
         return {
             "epoch": self.epoch,
             "steps": self.steps,
             "train_seconds": self.train_seconds,
-            "alive": bool(self.alive[m]),
-            "model": {k: v[m].cpu().clone() for k, v in self.model.state_dict().items()},
+            "alive": self.alive.clone(),
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "optimizer": opt,
-            "rng": self.generators[m].get_state(),
+            "rng": [g.get_state() for g in self.generators],
         }
+
+    def member_state(self, m: int) -> dict:
+        """Member m's slice of the state now."""
+        return member_slice(self.full_state(), m)
 
     def load_member_states(self, states: Sequence[dict]) -> None:
         """Resume from per-member checkpoints taken at the same epoch."""
@@ -225,3 +230,19 @@ class Pack:
         self.epoch, self.steps = states[0]["epoch"], states[0]["steps"]
         self.train_seconds = max(s["train_seconds"] for s in states)
         self.model.fc_enabled = self.condition.forward and fc_active(self.epoch, self.train_cfg.fc_warmup)
+
+
+def member_slice(state: dict, m: int) -> dict:
+    """Member m's slice of a pack's full state: what its checkpoint file holds."""
+    return {
+        "epoch": state["epoch"],
+        "steps": state["steps"],
+        "train_seconds": state["train_seconds"],
+        "alive": bool(state["alive"][m]),
+        "model": {k: v[m].cpu() for k, v in state["model"].items()},
+        "optimizer": {
+            i: {"step": st["step"].cpu(), "exp_avg": st["exp_avg"][m].cpu(), "exp_avg_sq": st["exp_avg_sq"][m].cpu()}
+            for i, st in state["optimizer"].items()
+        },
+        "rng": state["rng"][m],
+    }
