@@ -1,0 +1,188 @@
+"""The dataset registry and `load_dataset`: names, options and their defaults in one table.
+
+Defaults follow the hyperparameter table (n_train / n_test per dataset) and the text of
+Secs. "Forecasting dynamical systems" and "Real-world data". Every random draw (sample
+points, initial conditions, splits) comes from `data_seed`.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kanx.data import dynamics, synthetic, tabular
+from kanx.data.dataset import Dataset, family_of
+from kanx.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A registered dataset: its builder and the options it takes, with their defaults."""
+
+    name: str
+    build: Callable[..., Dataset]  # build(name, data_seed, **options)
+    defaults: Mapping[str, Any]
+    summary: str
+
+    @property
+    def family(self) -> str:
+        return family_of(self.name)
+
+
+_SIZES = {"n_train": 1024, "n_test": 256}
+_ROLLOUT = {"horizon": None, "n_rollouts": 1}
+
+
+def _function_specs() -> dict[str, DatasetSpec]:
+    return {
+        name: DatasetSpec(name, synthetic.make_function_dataset, _SIZES, f"{p.formula}, uniform on {p.domain}")
+        for name, p in synthetic.PROBLEMS.items()
+    }
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    **_function_specs(),  # sin_xy2, nguyen_f1 ... nguyen_f10
+    "ikeda": DatasetSpec(
+        "ikeda", dynamics.make_ikeda,
+        {"n_train": 6400, "n_test": 1600, "transient": 3000, **_ROLLOUT},
+        "Ikeda map (mu = 0.9), one-step pairs in time order",
+    ),
+    "ecosystem": DatasetSpec(
+        "ecosystem", dynamics.make_ecosystem,
+        {"n_train": 3000, "n_test": 750, "transient": 3000, "dt": 0.5, "extinction_threshold": 0.5, "max_draws": 50, **_ROLLOUT},
+        "three-species food chain (K = 0.98), RK4 h = 0.1 sampled every dt, one-step pairs",
+    ),
+    "concrete": DatasetSpec(
+        "concrete", tabular.make_concrete, {"n_train": 824, "n_test": 206, "data_dir": None},
+        "UCI concrete compressive strength (MPa), 8 raw + 5 derived inputs",
+    ),
+    "superconductor": DatasetSpec(
+        "superconductor", tabular.make_superconductor, {"n_train": 1000, "n_test": 1000, "data_dir": None},
+        "UCI superconductor critical temperature (K), 5 inputs",
+    ),
+    "csv": DatasetSpec(
+        "csv", tabular.make_csv,
+        {"path": None, "target": None, "features": None, "test_fraction": 0.2, "n_train": None, "n_test": None},
+        "your own numeric CSV table: path=FILE target=COLUMN",
+    ),
+}
+
+# Accepted by every dataset so that one config key serves all; only the real-data
+# loaders read it (it is dropped for the others).
+SHARED_OPTIONS = ("data_dir",)
+
+
+# ----------------------------------------------------------------------- option checks
+def _int(minimum: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+            raise ValueError(f"an integer >= {minimum}")
+        return int(value)
+
+    return check
+
+
+def _real(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+        raise ValueError("a number")
+    return float(value)
+
+
+def _positive(value: Any) -> float:
+    if _real(value) <= 0:
+        raise ValueError("a number > 0")
+    return float(value)
+
+
+def _fraction(value: Any) -> float:
+    if not 0 < _real(value) < 1:
+        raise ValueError("a number strictly between 0 and 1")
+    return float(value)
+
+
+def _path(value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise ValueError("a file or folder path")
+    return str(value)
+
+
+def _columns(value: Any) -> str | list[str]:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) and v for v in value):
+        if len(set(value)) < len(value):
+            raise ValueError("column names without repeats")
+        return list(value)
+    raise ValueError("a column name or a non-empty list of column names")
+
+
+def _column_list(value: Any) -> list[str]:
+    columns = _columns(value)
+    return [columns] if isinstance(columns, str) else columns
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "n_train": _int(1),
+    "n_test": _int(1),
+    "transient": _int(0),
+    "horizon": _int(1),
+    "n_rollouts": _int(1),
+    "max_draws": _int(1),
+    "dt": _positive,
+    "extinction_threshold": _real,
+    "test_fraction": _fraction,
+    "data_dir": _path,
+    "path": _path,
+    "target": _columns,
+    "features": _column_list,
+}
+
+
+def resolve_options(spec: DatasetSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's defaults updated with `options`, each value checked.
+
+    None is accepted exactly where the default is None (it means "not set").
+    """
+    allowed = [*spec.defaults, *(o for o in SHARED_OPTIONS if o not in spec.defaults)]
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        raise ConfigError(f"dataset {spec.name!r} has no option {', '.join(map(repr, unknown))}; its options are: {', '.join(allowed)}")
+    resolved = dict(spec.defaults)
+    for key, value in options.items():
+        if key not in spec.defaults:  # a shared option this dataset does not read
+            continue
+        if value is None and spec.defaults[key] is None:
+            resolved[key] = None
+            continue
+        try:
+            resolved[key] = _CHECKS[key](value)
+        except ValueError as expected:
+            example = f"; the default is {key}={spec.defaults[key]!r}" if spec.defaults[key] is not None else ""
+            raise ConfigError(f"dataset {spec.name!r}: option {key}={value!r} is invalid, expected {expected}{example}") from None
+    return resolved
+
+
+def _check_seed(data_seed: Any) -> int:
+    if isinstance(data_seed, bool) or not isinstance(data_seed, numbers.Integral) or data_seed < 0:
+        raise ConfigError(f"data_seed={data_seed!r} must be a non-negative integer (by default the run's seed)")
+    return int(data_seed)
+
+
+def load_dataset(name: str, *, data_seed: int, **options: Any) -> Dataset:
+    """Build the registered dataset `name` from `data_seed` and its options.
+
+    Raises ConfigError for an unknown name, an unknown or invalid option, and DataError
+    for a data file that is missing or fails its checks.
+    """
+    spec = DATASETS.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
+    seed = _check_seed(data_seed)
+    resolved = resolve_options(spec, options)
+    ds = spec.build(name, seed, **resolved)
+    if ds.dynamical:
+        resolved["horizon"] = ds.horizon  # None resolved to the actual rollout length
+    return replace(ds, options=resolved)
