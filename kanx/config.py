@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from kanx.errors import ConfigError
@@ -24,7 +24,7 @@ GATE_ESTIMATORS = ("threshold", "louizos")
 # Keys of the `dataset` node that configure kanx rather than the dataset loader.
 _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
 # Keys that do not change a run's numbers: left out of its identity hash.
-_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "dataset.data_dir", "dataset.betas")
+_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "dataset.data_dir", "dataset.betas")
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,13 @@ def _choice(value, key: str, allowed: tuple) -> str:
 def to_container(cfg: DictConfig) -> dict:
     """The resolved run config as plain data (the hydra node left out)."""
     try:
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, exclude_structured_config=False) | {}
+        out = {}
+        for key in cfg:
+            if key == "hydra":
+                continue
+            node = cfg[key]
+            out[key] = OmegaConf.to_container(node, resolve=True, throw_on_missing=True) if isinstance(node, DictConfig | ListConfig) else node
+        return out
     except MissingMandatoryValue as e:
         key = e.full_key or "?"
         raise ConfigError(f"{key} has no value: set it on the command line, e.g. {key}=...") from None

@@ -1,0 +1,62 @@
+# kanx: `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV     ?= .venv
+PY       := $(VENV)/bin/python
+# Extra pip arguments for torch, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_PIP_ARGS ?=
+TORCH_VERSION  ?= 2.13.0
+SHARED_DATA    := $(abspath ../shared/data)
+export KANX_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/concrete.csv),$(SHARED_DATA),)
+
+# reproduce-tables (scripts/reproduce.py)
+SCALE    ?= full
+DATASETS ?=
+LAUNCHER ?= packed
+RESULTS  ?=
+OVERRIDES ?=
+
+.PHONY: help install run test test-full test-slurm lint sweep reproduce-tables analyze bench clean
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install: $(PY) ## Create .venv and install kanx (CPU torch==$(TORCH_VERSION) if torch is absent)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==$(TORCH_VERSION) $(TORCH_PIP_ARGS)
+	@$(PY) -c "import kanx, hydra, pymoo, submitit" 2>/dev/null && $(PY) -m pip show -q kanx >/dev/null 2>&1 || $(PY) -m pip install -q -e '.[test]'
+
+run: install ## Train the embedded default (z = sin(x + y^2), EFX, the paper's Fig. 1) end to end
+	$(PY) -m kanx.train +condition=EFX
+	@$(PY) -m kanx.draw outputs/sin_xy2/EFX/default/beta=0.2,seed=0 2>/dev/null || true
+
+test: install ## Fast test suite (includes one small real sweep through the CLI)
+	$(PY) -m pytest
+
+test-full: install ## Every test, the slow ones included (not the SLURM ones)
+	$(PY) -m pytest -m "not slurm"
+
+test-slurm: install ## Tests against a real local SLURM cluster (root; ../shared/slurm)
+	$(PY) -m pytest -m slurm -rs
+
+lint: install ## ruff
+	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
+
+reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm]
+	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) \
+	  $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
+
+analyze: install ## Analysis only: python -m kanx.analyze $(RESULTS) (default outputs/paper)
+	$(PY) -m kanx.analyze $(or $(RESULTS),outputs/paper)
+
+bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) scripts/bench.py
+
+clean: ## Remove caches (keeps .venv and outputs/)
+	rm -rf .pytest_cache .ruff_cache build *.egg-info
+	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

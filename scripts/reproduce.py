@@ -1,0 +1,73 @@
+"""Run every sweep of the paper, then the analysis (what `make reproduce-tables` calls).
+
+    python scripts/reproduce.py [--scale full|smoke] [--datasets concrete ikeda ...]
+                                [--results DIR] [--launcher packed|basic|slurm] [--dry-run]
+
+Each (dataset, condition) sweep is one `python -m kanx.train +condition=C dataset=D -m`
+with the dataset's beta list and seeds 0-9 from conf/. Records already present are
+skipped, so re-running fills holes. `--scale smoke` runs the same pipeline at toy scale
+(2 epochs, 2 seeds, every beta, short rollouts) into its own results folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+DATASETS = [f"nguyen_f{i}" for i in range(1, 11)] + ["ikeda", "ecosystem", "concrete", "superconductor"]
+CONDITIONS = ["baseline", "F", "X", "FX", "E", "EF", "EX", "EFX"]
+DYNAMICAL = {"ikeda", "ecosystem"}
+
+
+def smoke_overrides(dataset: str) -> list[str]:
+    args = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "train.compile=false", "seed=0,1"]
+    if dataset in DYNAMICAL:
+        args.append("dataset.horizon=50")
+    return args
+
+
+def sweep_command(dataset: str, condition: str, scale: str, results: str, launcher: str, extra: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "kanx.train", f"+condition={condition}", f"dataset={dataset}", f"launcher={launcher}", f"results_root={results}"]
+    if scale == "smoke":
+        cmd += smoke_overrides(dataset)
+    return cmd + extra + ["-m"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", choices=["full", "smoke"], default="full")
+    p.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
+    p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME")
+    p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
+    p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
+    a = p.parse_args(argv)
+    for d in a.datasets:
+        if d not in DATASETS + ["sin_xy2"]:
+            p.error(f"dataset {d!r} is not one of: {', '.join(DATASETS)}")
+    results = a.results or ("outputs/smoke" if a.scale == "smoke" else "outputs/paper")
+
+    for dataset in a.datasets:
+        for condition in a.conditions:
+            cmd = sweep_command(dataset, condition, a.scale, results, a.launcher, a.overrides)
+            print("+", " ".join(cmd[1:]), flush=True)
+            if not a.dry_run:
+                rc = subprocess.call(cmd)
+                if rc != 0:
+                    print(f"reproduce: the sweep {dataset} {condition} failed (exit {rc}); fix it and re-run to fill the holes", file=sys.stderr)
+                    return rc
+    analyze = [sys.executable, "-m", "kanx.analyze", results]
+    print("+", " ".join(analyze[1:]), flush=True)
+    if a.dry_run:
+        return 0
+    rc = subprocess.call(analyze)
+    if rc == 0:
+        print(f"report: {Path(results) / 'report.md'}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
