@@ -157,7 +157,9 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _require(epochs >= 1, f"train.epochs={epochs} must be >= 1")
     warmup, fc_warmup = _int(t["warmup"], "train.warmup"), _int(t["fc_warmup"], "train.fc_warmup")
     _require(0 <= warmup <= epochs, f"train.warmup={warmup} must be between 0 and train.epochs={epochs}")
-    _require(0 <= fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs}")
+    _require(fc_warmup >= 0, f"train.fc_warmup={fc_warmup} must be >= 0")
+    if cond.get("forward"):  # the FC warmup only exists with forward connections
+        _require(fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs} (forward connections would never switch on)")
     batch_size = _int(t["batch_size"], "train.batch_size")
     _require(batch_size >= 1, f"train.batch_size={batch_size} must be >= 1")
     lr = _num(t["lr"], "train.lr")

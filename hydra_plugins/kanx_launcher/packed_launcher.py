@@ -81,6 +81,8 @@ class PackedLauncher(Launcher):
         setup_globals()
         register_resolvers()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        if not job_overrides:
+            fail("the sweep has no jobs: a swept list (seed, beta, ...) is empty; give at least one value, e.g. seed=0,1")
         state = Singleton.get_state()
         jobs = compose_jobs(self, job_overrides, initial_job_idx)
         Singleton.set_state(state)
