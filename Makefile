@@ -47,7 +47,7 @@ lint: install ## ruff
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
 
 reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm]
-	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) \
+	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) $(if $(filter smoke,$(SCALE)),--jobs 2) \
 	  $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
 analyze: install ## Analysis only: python -m kanx.analyze $(RESULTS) (default outputs/paper)

@@ -12,8 +12,10 @@ skipped, so re-running fills holes. `--scale smoke` runs the same pipeline at to
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 DATASETS = [f"nguyen_f{i}" for i in range(1, 11)] + ["ikeda", "ecosystem", "concrete", "superconductor"]
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME")
     p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
     p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
+    p.add_argument("--jobs", type=int, default=1, help="sweeps run at once (each then uses one thread)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
     a = p.parse_args(argv)
@@ -50,15 +53,18 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"dataset {d!r} is not one of: {', '.join(DATASETS)}")
     results = a.results or ("outputs/smoke" if a.scale == "smoke" else "outputs/paper")
 
-    for dataset in a.datasets:
-        for condition in a.conditions:
-            cmd = sweep_command(dataset, condition, a.scale, results, a.launcher, a.overrides)
-            print("+", " ".join(cmd[1:]), flush=True)
-            if not a.dry_run:
-                rc = subprocess.call(cmd)
-                if rc != 0:
-                    print(f"reproduce: the sweep {dataset} {condition} failed (exit {rc}); fix it and re-run to fill the holes", file=sys.stderr)
-                    return rc
+    commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides) for d in a.datasets for c in a.conditions]
+    for cmd in commands:
+        print("+", " ".join(cmd[1:]), flush=True)
+    if not a.dry_run:
+        # Several sweeps at once pay off at toy scale, where process start-up dominates.
+        env = os.environ | ({"OMP_NUM_THREADS": "1"} if a.jobs > 1 else {})
+        with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            codes = list(pool.map(lambda cmd: subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL if a.jobs > 1 else None), commands))
+        failed = [" ".join(cmd[3:5]) for cmd, rc in zip(commands, codes, strict=True) if rc != 0]
+        if failed:
+            print(f"reproduce: {len(failed)} sweep(s) failed: {'; '.join(failed)}; fix and re-run to fill the holes", file=sys.stderr)
+            return 1
     analyze = [sys.executable, "-m", "kanx.analyze", results]
     print("+", " ".join(analyze[1:]), flush=True)
     if a.dry_run:

@@ -63,6 +63,8 @@ def compose_jobs(launcher: Launcher, job_overrides: Sequence[Sequence[str]], ini
 
 
 class PackedLauncher(Launcher):
+    validates_jobs = True  # composes and checks every job before any compute (see sweeper.py)
+
     def __init__(self, pack_size: int | None = None) -> None:
         self.pack_size = pack_size
         self.config: DictConfig | None = None
