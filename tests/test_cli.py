@@ -164,3 +164,19 @@ def test_the_cli_reports_bad_input_in_one_line(tmp_path, args, message):
     assert p.returncode != 0
     assert message in p.stderr
     assert not list(tmp_path.rglob("record.json"))
+
+
+def test_packed_and_unpacked_runs_give_the_same_metrics(tmp_path):
+    args = ["+condition=EFX", "train.epochs=6", "train.warmup=2", "train.fc_warmup=1", "beta=0.0,0.2", "seed=0,1", *TOY]
+    cli(*args, f"results_root={tmp_path / 'packed'}", "-m")
+    cli(*args, f"results_root={tmp_path / 'basic'}", "launcher=basic", "-m")
+    packed = {(r["beta"], r["seed"]): r for r in records(tmp_path / "packed")}
+    basic = {(r["beta"], r["seed"]): r for r in records(tmp_path / "basic")}
+    assert packed.keys() == basic.keys() and len(packed) == 4
+    for key, p in packed.items():
+        b = basic[key]
+        assert p["timing"]["pack_size"] == 4 and b["timing"]["pack_size"] == 1
+        for m in ("test_rmse", "train_rmse"):
+            assert p["metrics"][m] == pytest.approx(b["metrics"][m], rel=1e-4), (key, m)
+        for m in ("contributing_edges", "depth", "exit"):
+            assert p["metrics"][m] == b["metrics"][m], (key, m)
