@@ -25,6 +25,7 @@ from kanx.kan.gates import gumbel_softmax
 from kanx.kan.network import Condition, GatedKAN, member_generators
 from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
 from kanx.kan.structure import model_structure
+from kanx.optim import Adam
 
 # ------------------------------------------------------------------ schedules
 
@@ -97,7 +98,7 @@ class Pack:
         self.beta = torch.tensor([r.beta for r in runs], dtype=torch.float32, device=device)
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train)
         self.costs, self.estimator = first.costs, first.gate_estimator
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.train_cfg.lr, foreach=True)
+        self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr)
         self.generators = member_generators(seeds, stream=1)
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = grid_update_epochs(self.train_cfg, self.condition)

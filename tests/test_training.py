@@ -83,3 +83,19 @@ def test_same_seed_same_numbers():
     b = train(make_runs(seeds=(3,), betas=(0.1,)), x, y)
     for pa, pb in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True):
         assert torch.equal(pa, pb)
+
+
+def test_adam_matches_torch_adam():
+    from kanx.optim import Adam
+
+    torch.manual_seed(0)
+    a, b = torch.nn.Parameter(torch.randn(3, 4)), torch.nn.Parameter(torch.randn(5))
+    a2, b2 = torch.nn.Parameter(a.detach().clone()), torch.nn.Parameter(b.detach().clone())
+    ours, ref = Adam([a, b], lr=1e-2), torch.optim.Adam([a2, b2], lr=1e-2)
+    for _ in range(5):
+        g1, g2 = torch.randn(3, 4), torch.randn(5)
+        for (p, q), g in zip(((a, a2), (b, b2)), (g1, g2), strict=True):
+            p.grad, q.grad = g.clone(), g.clone()
+        ours.step()
+        ref.step()
+    assert torch.allclose(a, a2, atol=1e-7) and torch.allclose(b, b2, atol=1e-7)

@@ -1,0 +1,51 @@
+"""Adam, as torch.optim.Adam with its defaults (no weight decay, no AMSGrad), in a few
+foreach ops.
+
+torch.optim.Adam is the same arithmetic, but constructing it imports torch._dynamo
+(~3 s of every process's start-up); at the toy scale of smoke sweeps and tests, start-up is
+most of the cost. Adam is elementwise, so members of a pack never mix here either.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+
+class Adam:
+    """m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2;
+    p <- p - lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)   (Kingma & Ba; PyTorch's form)."""
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.param_groups = [{"params": list(params), "lr": lr, "betas": betas, "eps": eps}]
+        self.state: dict = {}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.param_groups[0]["params"]:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        group = self.param_groups[0]
+        (b1, b2), lr, eps = group["betas"], group["lr"], group["eps"]
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            return
+        for p in params:
+            if p not in self.state:
+                self.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+        states = [self.state[p] for p in params]
+        grads = [p.grad for p in params]
+        m, v = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+        for s in states:
+            s["step"] += 1
+        t = float(states[0]["step"])
+        torch._foreach_lerp_(m, grads, 1 - b1)
+        torch._foreach_mul_(v, b2)
+        torch._foreach_addcmul_(v, grads, grads, 1 - b2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, math.sqrt(1 - b2**t))
+        torch._foreach_add_(denom, eps)
+        torch._foreach_addcdiv_(params, m, denom, -lr / (1 - b1**t))
