@@ -49,6 +49,39 @@ def _stage_edges(width: Sequence[int], forward: bool, k: int, exit_k: int):
     return None
 
 
+def _backward_forward(width: list[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int):
+    """The trace itself, shared by trace() and edge_roles(): per stage on the inference
+    path, (src ids, dst ids, column slice, open mask, connected mask, path mask), plus the
+    longest-path distance of every node from an input."""
+    L = len(width) - 1
+    n_nodes = sum(width)  # x^(0..L-1) units plus the n_L outputs
+    stages = []
+    for k in range(exit_k + 1):
+        src, dst, cols = _stage_edges(width, forward, k, exit_k)
+        stages.append((src, dst, cols, np.asarray(open_edges[k], dtype=bool)[:, cols]))
+
+    reach_out = np.zeros(n_nodes, dtype=bool)  # backward: node has a path to an output
+    reach_out[sum(width[:L]) :] = True
+    connected = [None] * len(stages)
+    for k in reversed(range(len(stages))):
+        src, dst, _, mask = stages[k]
+        connected[k] = mask & reach_out[dst][None, :]
+        reach_out[src] |= connected[k].any(axis=1)
+
+    from_in = np.zeros(n_nodes, dtype=bool)  # forward: node reached from an input
+    from_in[: width[0]] = True
+    dist = np.full(n_nodes, -1, dtype=np.int64)  # longest path length from an input
+    dist[: width[0]] = 0
+    out = []
+    for (src, dst, cols, mask), conn in zip(stages, connected, strict=True):
+        path = conn & from_in[src][:, None]
+        for i, j in zip(*np.nonzero(path), strict=True):
+            dist[dst[j]] = max(dist[dst[j]], dist[src[i]] + 1)
+        from_in[dst] |= path.any(axis=0)
+        out.append((src, dst, cols, mask, conn, path))
+    return out, dist
+
+
 def trace(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None = None) -> Structure:
     """Backward-forward trace of one member.
 
@@ -58,41 +91,73 @@ def trace(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray],
     width = [int(w) for w in width]
     L = len(width) - 1
     exit_k = L - 1 if exit_k is None else int(exit_k)
-    n_nodes = sum(width)  # x^(0..L-1) units plus the n_L outputs
-    stages = []
-    for k in range(exit_k + 1):
-        src, dst, cols = _stage_edges(width, forward, k, exit_k)
-        stages.append((src, dst, np.asarray(open_edges[k], dtype=bool)[:, cols]))
-
-    reach_out = np.zeros(n_nodes, dtype=bool)  # backward: node has a path to an output
-    reach_out[sum(width[:L]) :] = True
-    connected = [None] * len(stages)
-    for k in reversed(range(len(stages))):
-        src, dst, mask = stages[k]
-        connected[k] = mask & reach_out[dst][None, :]
-        reach_out[src] |= connected[k].any(axis=1)
-
-    from_in = np.zeros(n_nodes, dtype=bool)  # forward: node reached from an input
-    from_in[: width[0]] = True
-    dist = np.full(n_nodes, -1, dtype=np.int64)  # longest path length from an input
-    dist[: width[0]] = 0
+    stages, dist = _backward_forward(width, forward, open_edges, exit_k)
     n_path, bias_edges = 0, []
-    for (src, dst, _), conn in zip(stages, connected, strict=True):
-        path = conn & from_in[src][:, None]
+    for src, dst, _, _, conn, path in stages:
         n_path += int(path.sum())
-        for i, j in zip(*np.nonzero(path), strict=True):
-            dist[dst[j]] = max(dist[dst[j]], dist[src[i]] + 1)
-        from_in[dst] |= path.any(axis=0)
         bias_edges += [(src[i], dst[j]) for i, j in zip(*np.nonzero(conn & ~path), strict=True)]
 
     depth = int(max(dist[sum(width[:L]) :].max(), 0))
-    used_open = sum(int(mask.sum()) for _, _, mask in stages)
+    used_open = sum(int(mask.sum()) for _, _, _, mask, _, _ in stages)
     n_bias = _components(bias_edges)
     return Structure(n_path + n_bias, depth, n_bias, n_path, used_open, exit_k)
 
 
+@dataclass(frozen=True)
+class EdgeRoles:
+    """Which edges the trace found, per stage k as (I_k, O_k) arrays in GatedKAN's column
+    layout [trunk | head] (every stage, the ones off the inference path all False/-1).
+
+    path[k]: the edge lies on an input-to-output path. bias[k]: connected to the output
+    but off every path (a bias term). bias_component[k]: the bias term (0, 1, ...) the
+    edge belongs to, -1 for non-bias edges. Contributing edges =
+    sum(path) + n_bias_components, and depth, as in trace()."""
+
+    path: list[np.ndarray]
+    bias: list[np.ndarray]
+    bias_component: list[np.ndarray]
+    n_bias_components: int
+    depth: int
+    exit: int
+
+    @property
+    def contributing_edges(self) -> int:
+        return int(sum(int(p.sum()) for p in self.path)) + self.n_bias_components
+
+
+def edge_roles(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None = None) -> EdgeRoles:
+    """The edges behind trace()'s counts: path edges and bias edges (with their component),
+    from the same backward-forward pass. Arguments as trace()."""
+    width = [int(w) for w in width]
+    L = len(width) - 1
+    exit_k = L - 1 if exit_k is None else int(exit_k)
+    shapes = [np.asarray(e).shape for e in open_edges]
+    path = [np.zeros(s, dtype=bool) for s in shapes]
+    bias = [np.zeros(s, dtype=bool) for s in shapes]
+    comp = [np.full(s, -1, dtype=np.int64) for s in shapes]
+    stages, dist = _backward_forward(width, forward, open_edges, exit_k)
+    bias_edges, where = [], []
+    for k, (src, dst, cols, _, conn, p) in enumerate(stages):
+        path[k][:, cols] = p
+        bias[k][:, cols] = conn & ~p
+        for i, j in zip(*np.nonzero(conn & ~p), strict=True):
+            bias_edges.append((src[i], dst[j]))
+            where.append((k, i, np.arange(shapes[k][1])[cols][j]))
+    labels = _component_labels(bias_edges)
+    for (k, i, o), label in zip(where, labels, strict=True):
+        comp[k][i, o] = label
+    depth = int(max(dist[sum(width[:L]) :].max(), 0))
+    return EdgeRoles(path, bias, comp, len(set(labels)), depth, exit_k)
+
+
 def _components(edges: list[tuple[int, int]]) -> int:
     """Connected components of the graph formed by these edges (union-find)."""
+    return len(set(_component_labels(edges)))
+
+
+def _component_labels(edges: list[tuple[int, int]]) -> list[int]:
+    """For each edge, the index (0, 1, ... in order of first appearance) of the connected
+    component it belongs to; len(set(labels)) == _components(edges)."""
     parent: dict[int, int] = {}
 
     def find(a: int) -> int:
@@ -104,20 +169,30 @@ def _components(edges: list[tuple[int, int]]) -> int:
 
     for a, b in edges:
         parent[find(a)] = find(b)
-    return len({find(a) for a in parent})
+    index: dict[int, int] = {}
+    return [index.setdefault(find(a), len(index)) for a, _ in edges]
 
 
-def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Structure]:
-    """Structure of every member of a trained model (forward connections on, as at the
-    end of training; deterministic gates; the argmax exit)."""
+def _member_masks(model: GatedKAN, estimator: str) -> tuple[list, list[int]]:
+    """Open-edge masks per stage (M, I_k, O_k) with forward connections on, as at the end
+    of training (deterministic gates), and the argmax exit of every member."""
     fc = model.fc_enabled
     model.fc_enabled = model.condition.forward
     try:
         gates = model.split_edges(model.inference_gates(estimator) > 0)
     finally:
         model.fc_enabled = fc
-    exits = model.selected_exit().tolist()
-    return [
-        trace(model.width, model.condition.forward, [g[m].cpu().numpy() for g in gates], exits[m])
-        for m in range(model.M)
-    ]
+    return [g.cpu().numpy() for g in gates], model.selected_exit().tolist()
+
+
+def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Structure]:
+    """Structure of every member of a trained model (forward connections on, as at the
+    end of training; deterministic gates; the argmax exit)."""
+    gates, exits = _member_masks(model, estimator)
+    return [trace(model.width, model.condition.forward, [g[m] for g in gates], exits[m]) for m in range(model.M)]
+
+
+def model_edge_roles(model: GatedKAN, estimator: str = "threshold") -> list[EdgeRoles]:
+    """edge_roles() of every member, under the same conditions as model_structure()."""
+    gates, exits = _member_masks(model, estimator)
+    return [edge_roles(model.width, model.condition.forward, [g[m] for g in gates], exits[m]) for m in range(model.M)]

@@ -1,0 +1,228 @@
+"""kanx.draw: what is drawn is exactly the trace's contributing edges, on real saved runs.
+
+Two tiny runs of sin(x + y^2) are trained in-process through the runner (so they are saved
+and loaded by the same code as any run), one EFX and one Baseline; a third is the EFX run
+with hand-set gates that make a bias term and a dangling open edge, saved back to model.pt.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+import kanx
+from kanx import draw
+from kanx.config import register_resolvers
+from kanx.kan.network import Condition, GatedKAN, KANSpec
+from kanx.kan.structure import edge_roles, model_structure, trace
+from kanx.runner import run_jobs
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false", "train.epochs=3",
+       "train.warmup=1", "train.fc_warmup=1", "device=cpu"]
+
+
+def _train(run_dir: Path, *overrides) -> Path:
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[*TOY, *overrides])
+    run_jobs([(cfg, run_dir)])
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("draw")
+    efx = _train(root / "sin_xy2" / "EFX" / "beta=0.2,seed=0", "+condition=EFX")
+    base = _train(root / "sin_xy2" / "Baseline" / "beta=0.0,seed=0", "+condition=baseline", "beta=0.0")
+    # The EFX run with hand-set gates, saved through model.pt like any run.
+    hand = root / "hand" / "EFX"
+    shutil.copytree(efx, hand)
+    saved = torch.load(hand / "model.pt", weights_only=False)
+    run = kanx.load_run(efx)
+    alpha = torch.full((run.model.n_edges,), -10.0)  # all closed
+    open_ = {(0, 0, 0), (1, 2, 0), (2, 4, 0), (2, 1, 0),  # paths x -> h1_0 -> h2_0 -> out and y -> out (FC)
+             (2, 3, 0), (1, 3, 0),  # h1_1 has no open input: h1_1 -> out and h1_1 -> h2_0 are one bias term
+             (0, 1, 2)}  # y -> exit 0's head: open, but exit 0 is not selected
+    for k, i, o in open_:
+        alpha[_flat(run.model, k, i, o)] = 10.0
+    saved["model"]["alpha"] = alpha
+    saved["model"]["exit_logits"] = torch.tensor([-5.0, -5.0, 5.0])  # the final exit
+    torch.save(saved, hand / "model.pt")
+    return {"EFX": efx, "Baseline": base, "hand": hand, "root": root}
+
+
+@pytest.mark.parametrize("condition", ["Baseline", "F", "X", "EFX"])
+def test_edge_roles_agree_with_trace(condition):
+    """edge_roles() names the edges behind every count of trace(), on random gate masks."""
+    rng = np.random.default_rng(0)
+    for width in [(2, 2, 1, 1), (2, 3, 3, 1), (1, 4, 2, 3, 2)]:
+        model = GatedKAN(KANSpec(width), Condition.from_name(condition), seeds=[0])
+        for exit_k in range(model.L) if model.condition.exits else [model.L - 1]:
+            for p in (0.2, 0.5, 0.8):
+                for _ in range(20):
+                    masks = [rng.random(shape) < p for shape in model.edge_shapes]
+                    s, r = trace(width, model.condition.forward, masks, exit_k), edge_roles(width, model.condition.forward, masks, exit_k)
+                    assert (r.contributing_edges, r.n_bias_components, r.depth) == (s.contributing_edges, s.bias_terms, s.depth)
+                    assert sum(int(a.sum()) for a in r.path) == s.path_edges
+                    for m, a, b, c in zip(masks, r.path, r.bias, r.bias_component, strict=True):
+                        assert not (a & b).any() and not ((a | b) & ~m).any() and ((c >= 0) == b).all()
+
+
+def _flat(model, k, i, o) -> int:
+    return sum(a * b for a, b in model.edge_shapes[:k]) + i * model.edge_shapes[k][1] + o
+
+
+def _drawn_gids(fig) -> tuple[set, set]:
+    """(edges with an activation plot, edges with any artist) as (stage, i, o, role)."""
+    ax = fig.axes[0]
+    parse = lambda gid: tuple(int(v) for v in gid.split(":")[1:4]) + (gid.split(":")[4],)  # noqa: E731
+    plots = {parse(a.get_gid()) for a in ax.child_axes if (a.get_gid() or "").startswith("kanx-edge:")}
+    lines = {parse(ln.get_gid()) for ln in ax.lines if (ln.get_gid() or "").startswith("kanx-edge:")}
+    return plots, lines
+
+
+@pytest.mark.parametrize("name", ["EFX", "Baseline", "hand"])
+def test_drawn_edges_are_the_contributing_edges(runs, name):
+    run = kanx.load_run(runs[name])
+    structure = model_structure(run.model, run.gate_estimator)[0]
+    fig = draw.draw_run(run)
+    d = fig.kanx_drawing
+    assert d.range_source == "training data"
+    # Path edges + bias components, as drawn, are the run's contributing edges.
+    assert d.contributing_edges == structure.contributing_edges and d.roles.depth == structure.depth
+    if name != "hand":
+        assert d.contributing_edges == run.record["metrics"]["contributing_edges"]
+    assert sum(e.role == "path" for e in d.edges) == structure.path_edges
+    assert len({e.component for e in d.edges if e.role == "bias"}) == structure.bias_terms
+    assert len(d.edges) == run.model.n_edges
+    # The figure holds a plot (and lines) for exactly the contributing edges, nothing else.
+    plots, lines = _drawn_gids(fig)
+    contributing = {(e.stage, e.i, e.o, e.role) for e in d.drawn}
+    assert plots == contributing and lines == contributing
+    # With --show-closed the other edges appear too, as lines only.
+    plots, lines = _drawn_gids(draw.draw_run(run, show_closed=True))
+    assert plots == contributing
+    assert lines - contributing == {(e.stage, e.i, e.o, "hidden") for e in d.hidden}
+
+
+@pytest.mark.parametrize("name", ["EFX", "Baseline", "hand"])
+def test_roles_match_what_each_edge_does_to_the_output(runs, name):
+    """Independent of the trace: removing a hidden edge leaves the selected exit's output
+    unchanged; removing a drawn edge changes it; a bias edge's source is constant over
+    the training data (no input reaches it), a path edge's is not."""
+    run = kanx.load_run(runs[name])
+    model, d = run.model, draw.plan(run)
+    x = torch.rand(1, 200, model.width[0], generator=torch.Generator().manual_seed(0)) * 2 - 1
+    gates = model.inference_gates(run.gate_estimator)
+    exit_index = d.selected_exit if model.condition.exits else 0
+    with torch.no_grad():
+        base = model(x, gates)[0, exit_index]
+        for e in d.edges:
+            g = gates.clone()
+            g[0, _flat(model, e.stage, e.i, e.o)] = 0.0
+            change = (model(x, g)[0, exit_index] - base).abs().max()
+            lo, hi = d.node_ranges[e.src]
+            if e.role == "hidden":
+                assert change < 1e-6, e
+            else:
+                assert change > 1e-6, e
+                assert (hi - lo == 0) == (e.role == "bias"), e
+
+
+def test_hand_set_gates(runs):
+    d = draw.plan(kanx.load_run(runs["hand"]))
+    role = {(e.stage, e.i, e.o): e.role for e in d.edges}
+    assert {k for k, r in role.items() if r == "path"} == {(0, 0, 0), (1, 2, 0), (2, 4, 0), (2, 1, 0)}
+    assert {k for k, r in role.items() if r == "bias"} == {(2, 3, 0), (1, 3, 0)}
+    assert d.contributing_edges == 5 and d.selected_exit == 2
+    assert role[(0, 1, 2)] == "hidden"  # open, but into an exit that is not selected
+    fig = draw.draw_run(kanx.load_run(runs["hand"]))
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("bias") == 2  # one label per bias edge's plot
+    forward = {(e.stage, e.i, e.o) for e in d.drawn if e.forward}
+    assert forward == {(2, 1, 0), (2, 3, 0)}  # y -> out and h1_1 -> out skip a layer
+
+
+def test_edge_plots_are_what_the_edge_adds(runs):
+    """A plotted curve is the layer's output with only that edge open: gate included."""
+    run = kanx.load_run(runs["EFX"])
+    model, d = run.model, draw.plan(run)
+    curves = draw.edge_curves(model, d.node_ranges, run.gate_estimator)
+    gates = model.split_edges(model.inference_gates(run.gate_estimator))[0]
+    for e in [e for e in d.drawn if e.stage == 0]:
+        xs, ys = curves[0][0][e.i], curves[0][1][e.i, e.o]
+        h = torch.zeros(1, len(xs), model.stages[0].in_features)
+        h[0, :, e.i] = torch.as_tensor(xs)
+        only = torch.zeros_like(gates)
+        only[0, e.i, e.o] = gates[0, e.i, e.o]
+        with torch.no_grad():
+            out = model.stages[0](h, only)[0, :, e.o]
+        torch.testing.assert_close(torch.as_tensor(ys), out, atol=1e-5, rtol=1e-5)
+        lo, hi = d.node_ranges[e.src]
+        assert (xs[0], xs[-1]) == pytest.approx((lo, hi))
+    # Inputs are minmax-scaled to [-1, 1] on the training data: their range is that.
+    assert d.node_ranges[("x", 0, 0)] == pytest.approx((-1.0, 1.0), abs=1e-6)
+
+
+def test_falls_back_to_the_grid_range_without_data(runs):
+    run = kanx.load_run(runs["EFX"])
+    run.config = json.loads(json.dumps(run.config))
+    run.config["dataset"]["n_train"] = 64  # a different draw than the model's scaling was fitted on
+    with pytest.warns(UserWarning, match="grid range"):
+        d = draw.plan(run)
+    assert d.range_source.startswith("spline grid")
+    assert d.node_ranges[("x", 0, 0)] == pytest.approx(tuple(run.model.stages[0].grid[0, 0, [3, -4]].tolist()))
+
+
+def test_cli_writes_every_format_and_prints_the_paths(runs, tmp_path, capsys):
+    p = subprocess.run([sys.executable, "-m", "kanx.draw", str(runs["EFX"]), "--out", str(tmp_path / "fig")],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    paths = [Path(line) for line in p.stdout.split()]
+    assert paths == [tmp_path / f"fig.{fmt}" for fmt in ("png", "pdf", "svg")]
+    assert all(path.stat().st_size > 1000 for path in paths)
+    ids = [el.get("id") for el in ElementTree.parse(paths[2]).iter() if (el.get("id") or "").startswith("kanx-edge:")]
+    assert ids and len(ids) == len(set(ids))  # one SVG id per artist: path, plot and line of each edge
+    assert draw.main([str(tmp_path / "nothing")]) == 2
+    assert "holds no finished run" in capsys.readouterr().err
+
+
+def test_median_runs_pick_the_median_seed_of_ok_runs(runs, tmp_path):
+    """Records only: EFX seeds with test RMSE 0.3, 0.1, 0.2, 0.05 (diverged) and 0.4 at
+    another beta; the median of the ok ones at the median beta is seed 2."""
+    root = tmp_path / "records"
+
+    def clone(src, condition, beta, seed, rmse, status="ok"):
+        dst = root / condition / f"beta={beta},seed={seed}"
+        shutil.copytree(src, dst)
+        rec = json.loads((dst / "record.json").read_text())
+        rec.update(beta=beta, seed=seed, status=status)
+        rec["metrics"]["test_rmse"] = rmse
+        (dst / "record.json").write_text(json.dumps(rec))
+
+    for seed, rmse in [(0, 0.3), (1, 0.1), (2, 0.2)]:
+        clone(runs["EFX"], "EFX", 0.2, seed, rmse)
+    clone(runs["EFX"], "EFX", 0.2, 3, 0.05, status="diverged")
+    clone(runs["EFX"], "EFX", 0.5, 0, 0.4)
+    clone(runs["EFX"], "EFX", 0.01, 0, 0.4)
+    clone(runs["Baseline"], "Baseline", 0.2, 0, 0.5)
+    chosen = draw.median_runs(root, "sin_xy2")
+    assert list(chosen) == ["Baseline", "EFX"]
+    assert chosen["EFX"] == root / "EFX" / "beta=0.2,seed=2"  # median beta of 0.01, 0.2, 0.5
+    assert draw.median_runs(root, "sin_xy2", beta=0.5)["EFX"] == root / "EFX" / "beta=0.5,seed=0"
+    assert draw.median_runs(root, "sin_xy2", beta=0.5)["Baseline"] == root / "Baseline" / "beta=0.2,seed=0"  # beta-free
+    assert draw.median_runs(root, "nguyen_f1") == {}
+
+
+def test_draw_median_models(runs, tmp_path):
+    written = draw.draw_median_models(runs["root"] / "sin_xy2", "sin_xy2", tmp_path, combined=True)
+    assert [p.name for p in written] == ["sin_xy2_Baseline.png", "sin_xy2_EFX.png", "sin_xy2_median_models.png"]
+    assert all(p.stat().st_size > 1000 for p in written)
