@@ -32,7 +32,7 @@ install: $(PY) ## Create .venv and install kanx (CPU torch==$(TORCH_VERSION) if 
 
 run: install ## Train the embedded default (z = sin(x + y^2), EFX, the paper's Fig. 1) end to end
 	$(PY) -m kanx.train +condition=EFX
-	@$(PY) -m kanx.draw outputs/sin_xy2/EFX/default/beta=0.2,seed=0 2>/dev/null || true
+	$(PY) -m kanx.draw outputs/sin_xy2/EFX/default/beta=0.2,seed=0
 
 test: install ## Fast test suite (includes one small real sweep through the CLI)
 	$(PY) -m pytest

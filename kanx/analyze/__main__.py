@@ -62,7 +62,25 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=HV_TOLERANCE,
         help="tolerance on normalized HV (default: %(default)s)",
     )
+    parser.add_argument(
+        "--draw",
+        metavar="DATASET",
+        help="also draw the median-seed model of each condition of DATASET into the report (needs the saved models)",
+    )
     return parser.parse_args(argv)
+
+
+def append_model_drawings(report: Path, root: Path, dataset: str) -> None:
+    """Draw the median-seed model per condition (kanx.draw, which imports torch: only on
+    request) and add them to the report."""
+    from kanx.draw import draw_median_models
+
+    files = draw_median_models(root, dataset, report.parent / "figures" / "models", formats=("png",), combined=True)
+    lines = ["", f"## Median-seed models: {dataset}", ""]
+    lines += [f"![{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files if f.stem.endswith("median_models")]
+    lines += [f"- [{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files if not f.stem.endswith("median_models")]
+    with report.open("a") as fh:
+        fh.write("\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
@@ -113,6 +131,8 @@ def main(argv=None) -> int:
         hv_tol=args.hv_tol,
     )
     report = write_artifacts(art, args.out or args.root, formats)
+    if args.draw:
+        append_model_drawings(Path(report), args.root, args.draw)
     print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker or unreadable)")
     print(f"report: {report}")
     return 0
