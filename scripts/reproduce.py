@@ -34,6 +34,8 @@ def sweep_command(dataset: str, condition: str, scale: str, results: str, launch
     cmd = [sys.executable, "-m", "kanx.train", f"+condition={condition}", f"dataset={dataset}", f"launcher={launcher}", f"results_root={results}"]
     if scale == "smoke":
         cmd += smoke_overrides(dataset)
+    if launcher == "slurm":
+        cmd.append("hydra.launcher.wait=false")  # submit every sweep, then wait once
     return cmd + extra + ["-m"]
 
 
@@ -69,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     print("+", " ".join(analyze[1:]), flush=True)
     if a.dry_run:
         return 0
+    if a.launcher == "slurm":  # the sweeps were submitted without waiting: wait for all of them
+        if subprocess.call([sys.executable, str(Path(__file__).with_name("slurm_wait.py")), results]) != 0:
+            print(f"reproduce: some SLURM runs have no record yet; once they finish: python -m kanx.analyze {results}", file=sys.stderr)
+            return 1
     rc = subprocess.call(analyze)
     if rc == 0:
         print(f"report: {Path(results) / 'report.md'}")

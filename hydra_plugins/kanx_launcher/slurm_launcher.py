@@ -243,6 +243,8 @@ def _mem(gb: float) -> str:
 
 
 class SlurmLauncher(Launcher):
+    validates_jobs = True  # composes and checks every job before submitting (see sweeper.py)
+
     def __init__(self, **params: Any) -> None:
         self.params = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in params.items()}
         self.config: Optional[DictConfig] = None  # noqa: UP045
