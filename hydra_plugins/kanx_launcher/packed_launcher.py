@@ -62,6 +62,23 @@ def compose_jobs(launcher: Launcher, job_overrides: Sequence[Sequence[str]], ini
     return jobs
 
 
+def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+    """What every kanx launcher does first: Hydra's globals and logging, kanx's resolvers,
+    refuse an empty sweep, then compose every job (keeping Hydra's singletons as they were)."""
+    from kanx.config import register_resolvers
+    from kanx.train import fail
+
+    setup_globals()
+    register_resolvers()
+    configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    if not job_overrides:
+        fail("the sweep has no jobs: a swept list (seed, beta, ...) is empty; give at least one value, e.g. seed=0,1")
+    state = Singleton.get_state()
+    jobs = compose_jobs(launcher, job_overrides, initial_job_idx)
+    Singleton.set_state(state)
+    return jobs
+
+
 class PackedLauncher(Launcher):
     validates_jobs = True  # composes and checks every job before any compute (see sweeper.py)
 
@@ -75,19 +92,11 @@ class PackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from kanx.config import register_resolvers
         from kanx.errors import ConfigError
         from kanx.runner import run_jobs
         from kanx.train import fail
 
-        setup_globals()
-        register_resolvers()
-        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        if not job_overrides:
-            fail("the sweep has no jobs: a swept list (seed, beta, ...) is empty; give at least one value, e.g. seed=0,1")
-        state = Singleton.get_state()
-        jobs = compose_jobs(self, job_overrides, initial_job_idx)
-        Singleton.set_state(state)
+        jobs = start_launch(self, job_overrides, initial_job_idx)
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         try:
             records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size)

@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.kanx_launcher.packed_launcher import compose_jobs
+from hydra_plugins.kanx_launcher.packed_launcher import start_launch
 
 log = logging.getLogger("kanx")
 
@@ -290,19 +289,11 @@ class SlurmLauncher(Launcher):
 
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from kanx.config import register_resolvers
         from kanx.errors import ConfigError
         from kanx.runner import make_packs, pending, prepare_jobs
         from kanx.train import fail
 
-        setup_globals()
-        register_resolvers()
-        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        if not job_overrides:
-            fail("the sweep has no jobs: a swept list (seed, beta, ...) is empty; give at least one value, e.g. seed=0,1")
-        state = Singleton.get_state()
-        jobs = compose_jobs(self, job_overrides, initial_job_idx)
-        Singleton.set_state(state)
+        jobs = start_launch(self, job_overrides, initial_job_idx)
         try:
             sbatch = self._check_params()
             prepared = prepare_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs])
