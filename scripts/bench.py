@@ -1,0 +1,309 @@
+"""Speed benchmark: kanx packed training against pykan 0.2.8 in speed mode, in one run.
+
+    python scripts/bench.py [--quick] [--threads N] [--compile/--no-compile] [--profile]
+    make bench                        (installs the bench extra, then runs this)
+
+Workloads (issue "Packed training ... and a benchmark against pykan"):
+  - Concrete EFX: width [13, 13, 13, 1], batch 64, 824 rows;
+  - Nguyen EFX:   width [1, 5, 5, 5, 1], batch 128, 1024 rows;
+  rows are random (x ~ U(-1, 1), y ~ N(0, 1)), G = 10, K = 3.
+
+kanx trains M = 1, 10 and 70 members as one Pack (condition EFX, warmup = 0 and
+fc_warmup = 0 so forward connections are on and beta > 0 puts L_C in the loss from the
+first step, grid updates off). One kanx step is one minibatch Adam step of all M members;
+its model-steps/s is M times its steps/s. Timing covers whole epochs (Pack.run_epoch), so
+the per-epoch work (reshuffle, gate noise, divergence check) is included.
+
+pykan-speed is ``MultKAN(width, grid=10, k=3, auto_save=False).speed()`` as in
+``../shared/reference/kan-implementations.md`` section 6: one step = zero_grad + forward +
+MSE + backward + Adam(lr 1e-3) on a minibatch of a reshuffled set (the last batch of an
+epoch is partial), on the same rows and batch size as kanx. Grid updates are not timed.
+
+Protocol: every cell is warmed up first (torch.compile happens there; epochs run until
+an epoch's time settles), then the cells are measured in interleaved repeats, each repeat
+30 warm-up steps (kanx: whole epochs, at most about 1 s of them) and then about --seconds
+of timed steps; the table reports the median of the repeats. Each repeat also records
+the process's CPU seconds per wall second: one far below the thread count was slowed by
+other processes on the host and is measured again (bounded, see MAX_TRIES). The ratio
+column is a row's model-steps/s over the median pykan-speed steps/s of the same
+architecture measured in this run. The last line is the headline.
+
+--profile prints torch.profiler's top ops for one epoch (13 steps) of packed Concrete
+EFX at M = 70 after warm-up, instead of the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout, installed or not
+
+PYKAN_VERSION = "0.2.8"
+INSTALL_HINT = "pykan is not installed: run `make bench` (installs the bench extra, pip install -e '.[bench]'), or pip install pykan==0.2.8 sympy scikit-learn pyyaml tqdm"
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    width: tuple[int, ...]
+    batch: int
+    rows: int
+
+    @property
+    def label(self) -> str:
+        return "-".join(map(str, self.width))
+
+
+ARCHS = (
+    Arch("Concrete EFX", (13, 13, 13, 1), batch=64, rows=824),
+    Arch("Nguyen EFX", (1, 5, 5, 5, 1), batch=128, rows=1024),
+)
+PACK_SIZES = (1, 10, 70)
+BETAS = (0.001, 0.01, 0.1)  # cycled over members; all > 0, so L_C is in every member's loss
+WARM_STEPS = 30  # untimed steps before each timed repeat (as the reference) ...
+WARM_MAX_SECONDS = 1.0  # ... or whole kanx epochs for at least this long, whichever ends first
+QUIET_SHARE = 0.9  # a repeat is uncontended when the process got >= 90% of its threads' CPU time
+MAX_TRIES = 3  # measurements of one repeat at most, while contended ...
+RETRY_BUDGET_S = 420.0  # ... and while the run is younger than this (make bench stays < 10 min)
+
+
+def random_rows(arch: Arch, M: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(M, arch.rows, arch.width[0], generator=g) * 2 - 1
+    y = torch.randn(M, arch.rows, arch.width[-1], generator=g)
+    return x, y
+
+
+# ------------------------------------------------------------------ the cells
+
+
+class KanxCell:
+    """A kanx Pack of M EFX members, kept alive across repeats."""
+
+    def __init__(self, arch: Arch, M: int, compile: bool):
+        from kanx.config import DataConfig, RunConfig, TrainConfig
+        from kanx.kan.network import Condition, KANSpec
+        from kanx.kan.objective import Costs
+        from kanx.training import Pack
+
+        self.arch, self.M, self.compiled = arch, M, compile
+        self.impl = "kanx packed" if compile else "kanx packed (eager)"
+        train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile)
+        runs = [
+            RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train, BETAS[s % len(BETAS)], s, device="cpu")
+            for s in range(M)
+        ]
+        x, y = random_rows(arch, M)
+        self.pack = Pack(runs, x, y, arch.rows, torch.device("cpu"))
+        self.steps_per_epoch = math.ceil(arch.rows / arch.batch)
+
+    def warm_up(self, max_seconds: float = 180.0) -> str:
+        """Epochs until an epoch's time settles (the first ones compile)."""
+        start, times = time.perf_counter(), []
+        while True:
+            t0 = time.perf_counter()
+            self.pack.run_epoch()
+            times.append(time.perf_counter() - t0)
+            settled = len(times) >= 4 and abs(times[-1] - times[-2]) <= 0.15 * times[-2]
+            if settled or time.perf_counter() - start > max_seconds or len(times) >= 200:
+                return f"{len(times)} epochs in {time.perf_counter() - start:.1f} s (first {times[0]:.2f} s, last {times[-1] * 1e3:.0f} ms)"
+
+    def measure(self, seconds: float) -> tuple[float, float]:
+        steps, t0 = 0, time.perf_counter()
+        while steps < WARM_STEPS and (steps == 0 or time.perf_counter() - t0 < WARM_MAX_SECONDS):
+            self.pack.run_epoch()
+            steps += self.steps_per_epoch
+        steps, t0, c0 = 0, time.perf_counter(), time.process_time()
+        while True:
+            self.pack.run_epoch()
+            steps += self.steps_per_epoch
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds:
+                return steps / elapsed, (time.process_time() - c0) / elapsed
+
+
+class PykanCell:
+    """pykan 0.2.8 MultKAN in speed mode with Adam(lr 1e-3), reshuffled minibatches."""
+
+    impl, M = "pykan-speed", 1
+
+    def __init__(self, arch: Arch):
+        from kan import MultKAN
+
+        self.arch = arch
+        self.model = MultKAN(width=list(arch.width), grid=10, k=3, auto_save=False).speed()
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        x, y = random_rows(arch, 1)
+        self.x, self.y = x[0], y[0]
+        self.g = torch.Generator().manual_seed(0)
+        self.batches: list[torch.Tensor] = []
+
+    def step(self) -> None:
+        if not self.batches:
+            self.batches = list(torch.randperm(self.arch.rows, generator=self.g).split(self.arch.batch))[::-1]
+        idx = self.batches.pop()
+        self.opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.model(self.x[idx]), self.y[idx])
+        loss.backward()
+        self.opt.step()
+
+    def warm_up(self) -> str:
+        t0 = time.perf_counter()
+        for _ in range(WARM_STEPS):
+            self.step()
+        return f"{WARM_STEPS} steps in {time.perf_counter() - t0:.1f} s"
+
+    def measure(self, seconds: float) -> tuple[float, float]:
+        for _ in range(WARM_STEPS):
+            self.step()
+        steps, t0, c0 = 0, time.perf_counter(), time.process_time()
+        while True:
+            self.step()
+            steps += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds:
+                return steps / elapsed, (time.process_time() - c0) / elapsed
+
+
+# ------------------------------------------------------------------ report
+
+
+def machine_lines(threads: int) -> list[str]:
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    return [
+        f"machine: {model}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, pykan {metadata.version('pykan')}, "
+        f"Python {platform.python_version()}; torch threads {threads}",
+        f"load average at start (1/5/15 min): {load}",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="3 repeats of 1 s instead of 5 of 3 s")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True, help="kanx's torch.compile-fused basis (default on)")
+    ap.add_argument("--eager-row", action=argparse.BooleanOptionalAction, default=True, help="with --compile, also time eager kanx at M=70 (default on)")
+    ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats per cell (default 5, --quick 3)")
+    ap.add_argument("--seconds", type=float, default=None, help="timed seconds per repeat (default 3, --quick 1)")
+    ap.add_argument("--profile", action="store_true", help="profile one epoch of packed Concrete EFX M=70 instead")
+    args = ap.parse_args(argv)
+
+    try:
+        version = metadata.version("pykan")
+        import kan  # noqa: F401
+    except (metadata.PackageNotFoundError, ImportError) as e:
+        print(f"{INSTALL_HINT}\n({e})", file=sys.stderr)
+        return 1
+    if version != PYKAN_VERSION:
+        print(f"warning: pykan {version} installed, the reference is pykan {PYKAN_VERSION}", file=sys.stderr)
+
+    torch.set_num_threads(args.threads)
+    # One process times every (layer, batch, M) shape; a training process sees a handful.
+    # Raise dynamo's per-function recompile limit so no shape falls back to eager here.
+    torch._dynamo.config.recompile_limit = 256
+    repeats = args.repeats or (3 if args.quick else 5)
+    seconds = args.seconds or (1.0 if args.quick else 3.0)
+
+    if args.profile:
+        return profile(args.compile, args.threads)
+
+    for line in machine_lines(args.threads):
+        print(line)
+    print(f"protocol: {repeats} interleaved repeats per cell, each {WARM_STEPS} warm-up steps + ~{seconds:g} s timed; kanx compile={'on' if args.compile else 'off'}")
+    sys.stdout.flush()
+
+    cells = []
+    for arch in ARCHS:
+        cells.append(PykanCell(arch))
+        cells.extend(KanxCell(arch, M, args.compile) for M in PACK_SIZES)
+        if args.compile and args.eager_row:
+            cells.append(KanxCell(arch, PACK_SIZES[-1], compile=False))
+
+    t_start = time.perf_counter()
+    print("\nwarm-up:")
+    for c in cells:
+        print(f"  {c.impl:<20} {c.arch.name:<13} M={c.M:<3} {c.warm_up()}", flush=True)
+
+    # A repeat in which the process got less than QUIET_SHARE of its threads' CPU time was
+    # slowed by other processes on the host: it is measured again (up to MAX_TRIES times,
+    # while the run is within RETRY_BUDGET_S); a value that stays contended is kept, marked *.
+    rates: dict[int, list[float]] = {id(c): [] for c in cells}
+    cpu: dict[int, list[float]] = {id(c): [] for c in cells}
+    retried = 0
+    for r in range(repeats):
+        order = cells[r % len(cells) :] + cells[: r % len(cells)]  # rotate the start, so no cell always follows the same one
+        for c in order:
+            for attempt in range(MAX_TRIES):
+                rate, share = c.measure(seconds)
+                if share >= QUIET_SHARE * args.threads or attempt == MAX_TRIES - 1 or time.perf_counter() - t_start > RETRY_BUDGET_S:
+                    break
+                retried += 1
+            rates[id(c)].append(rate)
+            cpu[id(c)].append(share)
+        print(f"  repeat {r + 1}/{repeats} done ({time.perf_counter() - t_start:.0f} s, 1-min load {os.getloadavg()[0]:.2f})", flush=True)
+
+    contended = sum(v < QUIET_SHARE * args.threads for c in cells for v in cpu[id(c)])
+    print(f"\nsteps/s of every repeat; cpu/wall = the process's CPU seconds per wall second (at most {args.threads}), * below {QUIET_SHARE * args.threads:.2f}: other processes took the CPU.")
+    print(f"{retried} contended repeats were measured again; {contended} of the {repeats * len(cells)} values kept are still contended (*).")
+    for c in cells:
+        marks = ["*" if v < QUIET_SHARE * args.threads else " " for v in cpu[id(c)]]
+        print(f"  {c.impl:<20} {c.arch.name:<13} M={c.M:<3} " + " ".join(f"{v:7.1f}{m}" for v, m in zip(rates[id(c)], marks, strict=True)) + "   cpu/wall " + " ".join(f"{v:.2f}" for v in cpu[id(c)]))
+
+    print("\n| impl | arch | batch | M | steps/s | model-steps/s | ratio to pykan-speed |")
+    print("|---|---|---|---|---|---|---|")
+    headline = None
+    for arch in ARCHS:
+        row_cells = [c for c in cells if c.arch is arch]
+        base = statistics.median(rates[id(row_cells[0])])
+        for c in row_cells:
+            sps = statistics.median(rates[id(c)])
+            msps = sps * c.M
+            ratio = msps / base
+            print(f"| {c.impl} | {arch.name} {arch.label} | {arch.batch} | {c.M} | {sps:.1f} | {msps:.0f} | {ratio:.1f}x |")
+            if arch is ARCHS[0] and isinstance(c, KanxCell) and c.M == 70 and c.compiled == args.compile:
+                headline = ratio
+    print(f"\nload average at end (1/5/15 min): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; total {time.perf_counter() - t_start:.0f} s")
+    print(f"headline: packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
+    return 0
+
+
+def profile(compile: bool, threads: int) -> int:
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cell = KanxCell(ARCHS[0], PACK_SIZES[-1], compile)
+    for line in machine_lines(threads):
+        print(line)
+    print(f"warm-up: {cell.warm_up()}")
+    rate, share = cell.measure(3.0)
+    print(f"unprofiled: {rate:.1f} steps/s = {1e3 / rate:.1f} ms per step (cpu/wall {share:.2f})")
+    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        cell.pack.run_epoch()
+    n = cell.steps_per_epoch
+    title = f"one epoch ({n} steps: {n - 1} of batch {ARCHS[0].batch}, 1 partial) of packed Concrete EFX, M=70, compile={'on' if compile else 'off'}"
+    print(f"\nprofile of {title}, by op:")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=50))
+    print("\nthe same, by op and input shapes (stages: I = 13, 26, 39 inputs; 1 + C = 14 features per input):")
+    print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=50, max_shapes_column_width=60))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
