@@ -294,6 +294,8 @@ def profile(compile: bool, threads: int) -> int:
     print(f"warm-up: {cell.warm_up()}")
     rate, share = cell.measure(3.0)
     print(f"unprofiled: {rate:.1f} steps/s = {1e3 / rate:.1f} ms per step (cpu/wall {share:.2f})")
+    if share < QUIET_SHARE * threads:
+        print(f"warning: cpu/wall {share:.2f} < {QUIET_SHARE * threads:.2f}: other processes took the CPU, so this profile is not representative; rerun on a quiet host")
     with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         cell.pack.run_epoch()
     n = cell.steps_per_epoch

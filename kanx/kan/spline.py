@@ -100,6 +100,10 @@ def _feature_kernel(compiled: bool, with_derivative: bool):
     if not compiled:
         return lambda x, grid, K: _features(x, grid, K, with_derivative)
     if with_derivative not in _COMPILED:
+        # One compile per (layer, batch shape): a 4-stage pack with a partial last batch already
+        # needs 8, and a process trains several packs; past dynamo's default limit of 8 it would
+        # silently fall back to eager (~3x slower).
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
         _COMPILED[with_derivative] = torch.compile(lambda x, grid, K: _features(x, grid, K, with_derivative), dynamic=False)
     return _COMPILED[with_derivative]
 
