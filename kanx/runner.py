@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import time
 import traceback
 from collections.abc import Sequence
@@ -229,8 +230,6 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
 
 
 def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | None]:
-    import math
-
     if not alive:
         return "diverged", "training loss became non-finite"
     if not all(math.isfinite(v) for v in metrics.values() if isinstance(v, float)):
@@ -241,8 +240,6 @@ def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | Non
 
 
 def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1, train_seconds: float | None = None) -> dict:
-    from kanx.data import DATASETS  # noqa: F401  (the registry defines family names)
-
     run, ds = job.run, load_data(job.run)
     return {
         "schema_version": R.SCHEMA_VERSION,

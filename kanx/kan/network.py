@@ -273,7 +273,7 @@ class GatedKAN(nn.Module):
         return torch.stack(outputs, dim=1)
 
     def stage_inputs(self, x: torch.Tensor, gates: torch.Tensor) -> list[torch.Tensor]:
-        """The input x_cat^(k) (M, N, I_k) that every stage sees, for grid updates."""
+        """The input x_cat^(k) (M, N, I_k) that every stage sees (kanx.draw plots edges over these ranges)."""
         inputs, trunk = [], [x]
         for k, (stage, z) in enumerate(zip(self.stages, self.split_edges(gates), strict=True)):
             h = torch.cat(trunk, dim=-1) if self.condition.forward else trunk[-1]
