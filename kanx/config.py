@@ -41,7 +41,7 @@ class TrainConfig:
     grid_update_every: int = 5
     tau_x_start: float = 5.0
     tau_x_end: float = 0.1
-    complexity_scale: str = "mdl"
+    complexity_scale: str = "mdl_batch"
     checkpoint_every: int = 500
     pack_size: int = 70
     compile: bool = False
@@ -171,7 +171,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         grid_update_every=_int(t.get("grid_update_every", 5), "train.grid_update_every"),
         tau_x_start=_num(t.get("tau_x_start", 5.0), "train.tau_x_start"),
         tau_x_end=_num(t.get("tau_x_end", 0.1), "train.tau_x_end"),
-        complexity_scale=_choice(t.get("complexity_scale", "mdl"), "train.complexity_scale", COMPLEXITY_SCALES),
+        complexity_scale=_choice(t.get("complexity_scale", "mdl_batch"), "train.complexity_scale", COMPLEXITY_SCALES),
         checkpoint_every=_int(t.get("checkpoint_every", 0), "train.checkpoint_every"),
         pack_size=_int(t.get("pack_size", 70), "train.pack_size"),
         compile=bool(t.get("compile", False)),

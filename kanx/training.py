@@ -96,7 +96,7 @@ class Pack:
         self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
         self.beta = torch.tensor([r.beta for r in runs], dtype=torch.float32, device=device)
-        self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train)
+        self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, self.train_cfg.batch_size)
         self.costs, self.estimator = first.costs, first.gate_estimator
         self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr)
         self.generators = member_generators(seeds, stream=1)

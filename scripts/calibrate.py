@@ -1,20 +1,22 @@
 """Settle the protocol choices the paper leaves open, on Concrete, by evidence.
 
-    python scripts/calibrate.py run    [--epochs 1000] [--seeds 0,1] [--results results/calibration]
+    python scripts/calibrate.py run screen [--seeds 0,1]   # 1,000 epochs, every combination
+    python scripts/calibrate.py run scale  [--seeds 0,1]   # 5,000 epochs, the complexity scale
+    python scripts/calibrate.py run split                  # 5,000 epochs, Baseline, fixed split
     python scripts/calibrate.py report [--results results/calibration] [--out docs/CALIBRATION.md]
 
 The open choices (issue "Reproduce the paper on Concrete"):
-  - complexity scale: `mdl` = MSE + beta (log n / n) L_C, or `plain` = MSE + beta L_C;
+  - the complexity scale (kanx.kan.objective.complexity_scale): `mdl` = MSE + beta (log n / n) L_C
+    with n = n_train, `mdl_batch` with n = the batch size, or `plain` = MSE + beta L_C;
   - whether targets are standardized for training;
   - how inputs are scaled to the spline grid (min-max to [-1, 1], or standardized);
   - a fixed or a per-seed train/test split.
-The complexity scale is a reparametrization of beta: `plain` at beta equals `mdl` at
-beta * n / log n (n = 824 for Concrete). So one `mdl` sweep over the screen's betas and their
-`plain` equivalents covers both scales in the same packs. The split choice does not change how
-hard beta prunes; it is judged from the spread of the baseline RMSE over seeds.
+The complexity scale only multiplies beta: scale s at beta b is `mdl` at b * s / s_mdl. So one
+`mdl` sweep over the screen's betas and their `mdl_batch` and `plain` equivalents covers all
+three scales in the same packs. The split does not change how hard beta prunes; it is judged
+from the Baseline RMSE over seeds (the per-seed split is the full factorial's Baseline).
 
-`run` screens conditions E and EF for every combination of target standardization and input
-scaling; `report` writes a table of seed-medians next to the published medians
+`report` writes tables of seed-medians next to the published medians
 (../shared/calibration/concrete_published.csv), generated from the records alone.
 """
 
@@ -28,130 +30,160 @@ from pathlib import Path
 
 import pandas as pd
 
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED = ROOT.parent / "shared" / "calibration" / "concrete_published.csv"
+FACTORIAL = ROOT / "results" / "paper" / "concrete"
 SCREEN_BETAS = [0.001, 0.01, 0.1]
-N_TRAIN = 824
-PLAIN_FACTOR = N_TRAIN / math.log(N_TRAIN)  # plain beta b == mdl beta b * n / log n
+N_TRAIN, BATCH = 824, 64
+MDL = math.log(N_TRAIN) / N_TRAIN
+SCALES = {"mdl": 1.0, "mdl_batch": (math.log(BATCH) / BATCH) / MDL, "plain": 1.0 / MDL}  # relative to mdl
 COMBOS = {  # name -> dataset overrides
     "std-targets,minmax": ["dataset.standardize_targets=true", "dataset.input_scaling=minmax"],
     "raw-targets,minmax": ["dataset.standardize_targets=false", "dataset.input_scaling=minmax"],
     "std-targets,std-inputs": ["dataset.standardize_targets=true", "dataset.input_scaling=standardize"],
     "raw-targets,std-inputs": ["dataset.standardize_targets=false", "dataset.input_scaling=standardize"],
 }
-PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "concrete_published.csv"
+STAGES = {"screen": "1,000 epochs", "scale": "full-epochs-scale", "split": "baseline_fixed-split"}
 
 
-def screen_betas() -> list[float]:
-    return SCREEN_BETAS + [round(b * PLAIN_FACTOR, 6) for b in SCREEN_BETAS]
+# The screen's betas under every scale, written as `mdl` betas (within 0.1% of b x factor;
+# spelled as they were first run, so re-running a stage skips the records it already has).
+SCREEN_MDL_BETAS = [0.001, 0.01, 0.1, 0.00797, 0.0797, 0.797, 0.122726, 1.227255, 12.272551]
+SCALE_MDL_BETAS = [0.001, 0.01, 0.1, 0.00797, 0.0797, 0.797, 0.1227, 1.227, 12.27]
 
 
-def run(args) -> int:
-    betas = ",".join(repr(b) for b in screen_betas())
-    for combo, overrides in COMBOS.items():
+def as_published_beta(mdl_beta: float, scale: str) -> float | None:
+    """The screen beta that `mdl_beta` stands for under `scale`, or None."""
+    b = mdl_beta / SCALES[scale]
+    match = [p for p in SCREEN_BETAS if math.isclose(b, p, rel_tol=0.01)]
+    return match[0] if match else None
+
+
+def train(args: list[str]) -> None:
+    cmd = [sys.executable, "-m", "kanx.train", "dataset=concrete", *args, "-m"]
+    print("+", " ".join(cmd[1:]), flush=True)
+    if subprocess.call(cmd) != 0:
+        raise SystemExit(f"calibrate: sweep failed: {' '.join(cmd[1:])}")
+
+
+def run(a) -> int:
+    if a.stage == "screen":
+        betas = "beta=" + ",".join(map(repr, SCREEN_MDL_BETAS))
+        for combo, overrides in COMBOS.items():
+            for condition in ("E", "EF"):
+                train([f"+condition={condition}", f"results_root={a.results}/{combo.replace(',', '_')}",
+                       "train.epochs=1000", betas, f"seed={a.seeds}", *overrides])
+    elif a.stage == "scale":
+        betas = "beta=" + ",".join(map(repr, SCALE_MDL_BETAS))
         for condition in ("E", "EF"):
-            cmd = [sys.executable, "-m", "kanx.train", f"+condition={condition}", "dataset=concrete",
-                   f"results_root={args.results}/{combo.replace(',', '_')}", f"train.epochs={args.epochs}",
-                   f"beta={betas}", f"seed={args.seeds}", *overrides, "-m"]
-            print("+", " ".join(cmd[1:]), flush=True)
-            if subprocess.call(cmd) != 0:
-                return 1
-    # Fixed vs per-seed split: judged by the spread of the baseline RMSE over 10 seeds.
-    for split, override in (("per-seed-split", "dataset.data_seed=null"), ("fixed-split", "dataset.data_seed=0")):
-        cmd = [sys.executable, "-m", "kanx.train", "dataset=concrete", f"results_root={args.results}/baseline_{split}",
-               f"train.epochs={args.epochs}", override, "-m"]
-        print("+", " ".join(cmd[1:]), flush=True)
-        if subprocess.call(cmd) != 0:
-            return 1
+            train([f"+condition={condition}", f"results_root={a.results}/full-epochs-scale", betas, f"seed={a.seeds}"])
+    else:
+        train([f"results_root={a.results}/baseline_fixed-split", "dataset.data_seed=0"])
     return 0
 
 
-def load(results: Path) -> pd.DataFrame:
+def usable_runs(root: Path) -> pd.DataFrame:
     from kanx.analyze import load_runs
 
-    frames = []
-    for combo in COMBOS:
-        root = results / combo.replace(",", "_")
-        if root.exists():
-            df = load_runs(root)
-            df = df[df["usable"]].copy()
-            df["combo"] = combo
-            frames.append(df)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not root.exists():
+        return pd.DataFrame()
+    df = load_runs(root)
+    return df[df["usable"]].copy()
 
 
-def report(args) -> int:
-    df = load(Path(args.results))
-    if df.empty:
-        print(f"no records under {args.results}", file=sys.stderr)
-        return 1
-    pub = pd.read_csv(PUBLISHED)
+def versus_published(df: pd.DataFrame, pub: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Seed-medians of `df` per (by..., scale, condition, beta) next to the published medians."""
     rows = []
-    for (combo, cond, beta), g in df.groupby(["combo", "condition", "beta"]):
-        mdl_beta = beta
-        for scale, b in (("mdl", mdl_beta), ("plain", mdl_beta / PLAIN_FACTOR)):
-            b_pub = min(SCREEN_BETAS, key=lambda x: abs(x - b))
-            if not math.isclose(b, b_pub, rel_tol=1e-3):
+    for keys, g in df.groupby([*by, "condition", "beta"]):
+        keys = dict(zip([*by, "condition", "beta"], keys, strict=True))
+        for scale in SCALES:
+            b = as_published_beta(keys["beta"], scale)
+            if b is None:
                 continue
-            p = pub[(pub.condition == cond) & (pub.beta.round(6) == round(b_pub, 6))]
-            rows.append({
-                "choice": f"{scale},{combo}", "condition": cond, "beta": b_pub, "n": len(g),
-                "edges": g["contributing_edges"].median(), "edges (paper)": p.edges_median.iloc[0] if len(p) else None,
-                "depth": g["depth"].median(), "depth (paper)": p.depth_median.iloc[0] if len(p) else None,
-                "RMSE": g["test_rmse"].median(), "RMSE (paper)": p.rmse_median.iloc[0] if len(p) else None,
-            })
-    table = pd.DataFrame(rows).sort_values(["choice", "condition", "beta"])
-    table["log edge ratio"] = (table["edges"].clip(lower=1) / table["edges (paper)"]).map(math.log).round(2)
-    score = table.groupby("choice")["log edge ratio"].apply(lambda s: s.abs().mean()).sort_values()
-    text = [
-        "# Calibration on Concrete: open protocol choices",
-        "",
-        f"Generated by `python scripts/calibrate.py report --results {args.results}` from the records of",
-        f"`python scripts/calibrate.py run --epochs {args.epochs} --seeds {args.seeds} --results {args.results}`",
-        "(conditions E and EF, seed-medians; `plain` rows are the `mdl` runs at beta x n / log n).",
-        "",
-        "## Mean |log(edges / published edges)| per choice (lower is closer to the paper)",
-        "",
-        score.rename("mean |log ratio|").to_frame().to_markdown(floatfmt=".2f"),
-        "",
-        "## Seed-medians next to the published medians",
-        "",
-        table.to_markdown(index=False, floatfmt=".3g"),
-        "",
-    ]
-    text += split_section(Path(args.results))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(text))
-    print(f"wrote {args.out}")
-    print(score.to_string())
+            p = pub[(pub.condition == keys["condition"]) & (pub.beta.round(6) == b)].iloc[0]
+            rows.append({**{k: keys[k] for k in by}, "scale": scale, "condition": keys["condition"], "beta": b,
+                         "mdl beta": keys["beta"], "seeds": len(g),
+                         "edges": g["contributing_edges"].median(), "edges (paper)": p.edges_median,
+                         "depth": g["depth"].median(), "depth (paper)": p.depth_median,
+                         "RMSE": g["test_rmse"].median(), "RMSE (paper)": p.rmse_median})
+    table = pd.DataFrame(rows).sort_values([*by, "scale", "condition", "beta"])
+    table["log edge ratio"] = (table["edges"].clip(lower=1) / table["edges (paper)"]).map(math.log)
+    return table
+
+
+def closeness(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean |log(edges / published)| and mean |RMSE - published| per choice: lower is closer."""
+    g = table.assign(rmse_gap=(table["RMSE"] - table["RMSE (paper)"]).abs()).groupby(by)
+    return pd.DataFrame({"mean abs log edge ratio": g["log edge ratio"].apply(lambda s: s.abs().mean()),
+                         "mean abs RMSE gap (MPa)": g["rmse_gap"].mean()}).sort_values("mean abs log edge ratio")
+
+
+def md(df: pd.DataFrame, **kw) -> str:
+    return df.to_markdown(floatfmt=".3g", **kw)
+
+
+def report(a) -> int:
+    results, pub = Path(a.results), pd.read_csv(PUBLISHED)
+    text = ["# Calibration on Concrete: the open protocol choices", "",
+            f"Generated by `python scripts/calibrate.py report` from the records under `{results}` "
+            "(each section names the command that made them) and the published medians "
+            "(`shared/calibration/concrete_published.csv`). Conditions E and EF; medians over seeds. "
+            "A scale's rows are the `mdl` runs at beta x (its factor / mdl's): "
+            + ", ".join(f"`{s}` x{f:.4g}" for s, f in SCALES.items()) + ".", ""]
+    full = usable_runs(results / "full-epochs-scale")
+    if not full.empty:
+        table = versus_published(full, pub, [])
+        text += ["## Complexity scale at the full 5,000 epochs", "",
+                 "`python scripts/calibrate.py run scale --seeds 0,1` (standardized targets, min-max inputs).", "",
+                 md(closeness(table, ["scale"])), "", md(table, index=False), "",
+                 "Pruning against the `mdl` beta (all seeds pooled per point):", "",
+                 md(full.groupby(["condition", "beta"])[["contributing_edges", "depth", "test_rmse"]].median()
+                    .unstack("condition")), ""]
+    screens = [usable_runs(results / c.replace(",", "_")).assign(combo=c) for c in COMBOS]
+    screen = pd.concat([s for s in screens if not s.empty], ignore_index=True) if any(not s.empty for s in screens) else None
+    if screen is not None:
+        table = versus_published(screen, pub, ["combo"])
+        text += ["## Screen at 1,000 epochs", "",
+                 "`python scripts/calibrate.py run screen --seeds 0,1` (combinations with records: "
+                 + ", ".join(sorted(screen["combo"].unique())) + ").", "",
+                 md(closeness(table, ["combo", "scale"])), "", md(table, index=False), ""]
+    text += split_section(results, pub)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    notes = ROOT / "docs" / "calibration-notes.md"
+    if notes.exists():
+        text += ["---", "", notes.read_text()]
+    Path(a.out).write_text("\n".join(text))
+    print(f"wrote {a.out}")
     return 0
 
 
-def split_section(results: Path) -> list[str]:
-    """Baseline test RMSE over seeds with a per-seed and a fixed split, next to the paper's."""
-    from kanx.analyze import load_runs
-
-    pub = pd.read_csv(PUBLISHED)
+def split_section(results: Path, pub: pd.DataFrame) -> list[str]:
+    """Baseline test RMSE over seeds with a fixed and a per-seed split, next to the paper's."""
     base = pub[pub.condition == "Baseline"].iloc[0]
     rows = []
-    for split in ("per-seed-split", "fixed-split"):
-        root = results / f"baseline_{split}"
-        if not root.exists():
-            continue
-        df = load_runs(root)
-        r = df[df["usable"]]["test_rmse"]
-        rows.append({"split": split, "n": len(r), "RMSE median": r.median(), "min": r.min(), "max": r.max()})
+    for split, df in (("fixed split (data_seed=0)", usable_runs(results / "baseline_fixed-split")),
+                      ("per-seed split (factorial Baseline)", usable_runs(FACTORIAL / "Baseline"))):
+        if not df.empty:
+            r = df["test_rmse"]
+            rows.append({"split": split, "seeds": len(r), "RMSE median": r.median(), "min": r.min(), "max": r.max()})
     if not rows:
         return []
-    rows.append({"split": "paper (5,000 epochs)", "n": 10, "RMSE median": base.rmse_median, "min": base.rmse_min, "max": base.rmse_max})
-    return ["## Fixed or per-seed split: Baseline test RMSE over seeds", "", pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3g"), ""]
+    rows.append({"split": "paper", "seeds": 10, "RMSE median": base.rmse_median, "min": base.rmse_min, "max": base.rmse_max})
+    return ["## Fixed or per-seed split: Baseline test RMSE over seeds (5,000 epochs)", "",
+            "`python scripts/calibrate.py run split` and the factorial's Baseline.", "",
+            md(pd.DataFrame(rows), index=False), ""]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["run", "report"])
-    p.add_argument("--epochs", type=int, default=1000)
-    p.add_argument("--seeds", default="0,1")
-    p.add_argument("--results", default="results/calibration")
-    p.add_argument("--out", default="docs/CALIBRATION.md")
+    sub = p.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("stage", choices=list(STAGES))
+    r.add_argument("--seeds", default="0,1")
+    r.add_argument("--results", default="results/calibration")
+    rep = sub.add_parser("report")
+    rep.add_argument("--results", default="results/calibration")
+    rep.add_argument("--out", default="docs/CALIBRATION.md")
     a = p.parse_args(argv)
     return run(a) if a.action == "run" else report(a)
 

@@ -8,7 +8,7 @@ import torch
 
 from kanx.kan import gates
 from kanx.kan.network import Condition, GatedKAN, KANSpec
-from kanx.kan.objective import Costs, complexity, data_loss, exit_mse
+from kanx.kan.objective import Costs, complexity, complexity_scale, data_loss, exit_mse
 from kanx.kan.spline import bspline_basis, fit_coefficients, spline_values, uniform_grid
 from kanx.kan.structure import model_structure, trace
 
@@ -236,3 +236,11 @@ def test_members_are_initialized_from_their_own_seed():
     for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(pa[1], pb[0]), name
     assert not torch.equal(a.stages[0].coef[0], a.stages[0].coef[1])
+
+
+def test_complexity_scale_reads_n_as_documented():
+    assert complexity_scale("mdl", 824, 64) == pytest.approx(math.log(824) / 824)
+    assert complexity_scale("mdl_batch", 824, 64) == pytest.approx(math.log(64) / 64)
+    assert complexity_scale("plain", 824, 64) == 1.0
+    with pytest.raises(ValueError, match="'bic' is not one of mdl, mdl_batch, plain"):
+        complexity_scale("bic", 824, 64)

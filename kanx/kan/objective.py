@@ -13,7 +13,7 @@ import torch
 
 from kanx.kan.network import GatedKAN
 
-COMPLEXITY_SCALES = ("mdl", "plain")
+COMPLEXITY_SCALES = ("mdl", "mdl_batch", "plain")
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,21 @@ def complexity(model: GatedKAN, costs: Costs = Costs()) -> torch.Tensor:
     return (reach * trunk).sum(-1) + (pi * heads).sum(-1) + costs.exit * (model.L - 1)
 
 
-def complexity_scale(mode: str, n_train: int) -> float:
-    """Factor in front of beta * L_C. ``mdl`` (default): the BIC-style model description
-    length (log n / n) L_C of the section "Learning objective"; ``plain``: 1."""
+def complexity_scale(mode: str, n_train: int, batch_size: int) -> float:
+    """Factor in front of beta * L_C (default ``mdl_batch``, settled on Concrete in
+    docs/CALIBRATION.md). The section "Learning objective" gives the BIC-style
+    model description length (log n / n) L_C next to a data term (1/n) sum_i ||f - y||^2,
+    and leaves open which n a minibatch implementation uses:
+
+    - ``mdl``: n = n_train, the size of the training set;
+    - ``mdl_batch``: n = the batch size, the n of the minibatch MSE it is added to;
+    - ``plain``: 1, beta ||theta||_0 as in the L0 objective of the background section
+      "Differentiable L0 Regularization", without the MDL factor.
+    """
     if mode == "mdl":
         return math.log(n_train) / n_train
+    if mode == "mdl_batch":
+        return math.log(batch_size) / batch_size
     if mode == "plain":
         return 1.0
     raise ValueError(f"complexity scale {mode!r} is not one of {', '.join(COMPLEXITY_SCALES)}")
