@@ -46,8 +46,8 @@ test-slurm: install ## Tests against a real local SLURM cluster (root; ../shared
 lint: install ## ruff
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
 
-reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm]
-	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) $(if $(filter smoke,$(SCALE)),--jobs 2) \
+reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n]
+	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) \
 	  $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
 analyze: install ## Analysis only: python -m kanx.analyze $(RESULTS) (default outputs/paper)
