@@ -17,7 +17,7 @@ LAUNCHER ?= packed
 RESULTS  ?=
 OVERRIDES ?=
 
-.PHONY: help install run test test-full test-slurm lint sweep reproduce-tables analyze bench clean
+.PHONY: help install run test test-full test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +52,12 @@ reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASE
 
 analyze: install ## Analysis only: python -m kanx.analyze $(RESULTS) (default outputs/paper)
 	$(PY) -m kanx.analyze $(or $(RESULTS),outputs/paper)
+
+docs-calibration: install ## docs/CALIBRATION.md from the records under results/calibration
+	$(PY) scripts/calibrate.py report
+
+docs-reproduction: install ## docs/REPRODUCTION.md from results/paper/concrete and the published values
+	$(PY) scripts/reproduction_doc.py
 
 bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra)
 	$(PY) -m pip install -q -e '.[bench]'

@@ -39,6 +39,16 @@ def sweep_command(dataset: str, condition: str, scale: str, results: str, launch
     return cmd + extra + ["-m"]
 
 
+def run_sweep(cmd: list[str], env: dict, log_dir: Path | None) -> int:
+    """One sweep; with sweeps running side by side, its output goes to LOG_DIR/<dataset>_<condition>.log."""
+    if log_dir is None:
+        return subprocess.call(cmd, env=env)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    condition, dataset = (arg.split("=", 1)[1] for arg in cmd[3:5])  # +condition=C dataset=D
+    with open(log_dir / f"{dataset}_{condition}.log", "a") as log:
+        return subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=["full", "smoke"], default="full")
@@ -62,10 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         # Several sweeps at once pay off at toy scale, where process start-up dominates.
         env = os.environ | ({"OMP_NUM_THREADS": "1"} if a.jobs > 1 else {})
         with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-            codes = list(pool.map(lambda cmd: subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL if a.jobs > 1 else None), commands))
+            codes = list(pool.map(lambda cmd: run_sweep(cmd, env, Path(results) / "logs" if a.jobs > 1 else None), commands))
         failed = [" ".join(cmd[3:5]) for cmd, rc in zip(commands, codes, strict=True) if rc != 0]
         if failed:
-            print(f"reproduce: {len(failed)} sweep(s) failed: {'; '.join(failed)}; fix and re-run to fill the holes", file=sys.stderr)
+            print(f"reproduce: {len(failed)} sweep(s) failed: {'; '.join(failed)}; fix and re-run to fill the holes"
+                  + (f" (logs: {Path(results) / 'logs'})" if a.jobs > 1 else ""), file=sys.stderr)
             return 1
     analyze = [sys.executable, "-m", "kanx.analyze", results]
     print("+", " ".join(analyze[1:]), flush=True)
