@@ -169,6 +169,18 @@ def _write_checkpoints(jobs: Sequence[Job], state: dict) -> None:
         _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": state["epoch"], "state": member_slice(state, m)})
 
 
+def _progress_line(p: Pack, progress, name: str, epochs: int, resumed_at: tuple[int, float]) -> str:
+    """One line per checkpoint for logs that are not a terminal (background runs, SLURM)."""
+    done, rate = p.epoch - resumed_at[0], 0.0
+    if done:
+        rate = done / (time.perf_counter() - resumed_at[1])
+    eta = (epochs - p.epoch) / rate if rate else float("nan")
+    left = "?" if eta != eta else f"{int(eta // 3600)}h{int(eta % 3600 // 60):02d}m" if eta >= 3600 else f"{eta / 60:.1f} min"
+    loss = progress.loss[progress.alive].mean().item() if progress.alive.any() else float("nan")
+    return (f"{name}: epoch {p.epoch}/{epochs}, mean loss {loss:.4g}, {int(progress.alive.sum())} alive, "
+            f"{rate:.2f} epochs/s, about {left} left; checkpoint written")
+
+
 def _train_pack(jobs: Sequence[Job], start: float) -> None:
     from kanx.data import evaluate_members, fit_scaling, stack_scalings
 
@@ -184,8 +196,10 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         log.info(f"resuming {len(jobs)} run(s) from epoch {pack.epoch}")
 
     cfg = runs[0].train
-    bar = tqdm(total=cfg.epochs, initial=pack.epoch, desc=f"{runs[0].data.name} {runs[0].condition.name} x{len(jobs)}", disable=None, leave=False, dynamic_ncols=True)
+    name = f"{runs[0].data.name} {runs[0].condition.name} x{len(jobs)}"
+    bar = tqdm(total=cfg.epochs, initial=pack.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
+    resumed_at = (pack.epoch, time.perf_counter())
 
     def on_epoch(p: Pack, progress) -> None:
         bar.update(1)
@@ -196,6 +210,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         _ACTIVE.update(jobs=jobs, state=state)
         if cfg.checkpoint_every and p.epoch % cfg.checkpoint_every == 0 and p.epoch < cfg.epochs:
             _write_checkpoints(jobs, state)
+            log.info(_progress_line(p, progress, name, cfg.epochs, resumed_at))
 
     try:
         pack.train(on_epoch)
