@@ -4,6 +4,7 @@
     python scripts/calibrate.py run scale  [--seeds 0,1]   # 5,000 epochs, the complexity scale
     python scripts/calibrate.py run combos [--seeds 0,1]   # 5,000 epochs, targets x inputs, E
     python scripts/calibrate.py run split                  # 5,000 epochs, Baseline, fixed split
+    python scripts/calibrate.py run minmax                 # the factorial's protocol, min-max inputs
     python scripts/calibrate.py report [--results results/calibration] [--out docs/CALIBRATION.md]
 
 The open choices (issue "Reproduce the paper on Concrete"):
@@ -44,7 +45,7 @@ COMBOS = {  # name -> dataset overrides
     "std-targets,std-inputs": ["dataset.standardize_targets=true", "dataset.input_scaling=standardize"],
     "raw-targets,std-inputs": ["dataset.standardize_targets=false", "dataset.input_scaling=standardize"],
 }
-STAGES = ("screen", "scale", "combos", "split")
+STAGES = ("screen", "scale", "combos", "split", "minmax")
 
 
 # The screen's betas under every scale, written as `mdl` betas (within 0.1% of b x factor;
@@ -76,14 +77,19 @@ def run(a) -> int:
                        "train.epochs=1000", betas, f"seed={a.seeds}", *overrides])
     elif a.stage == "scale":
         betas = "beta=" + ",".join(map(repr, SCALE_MDL_BETAS))
-        for condition in ("E", "EF"):
-            train([f"+condition={condition}", f"results_root={a.results}/full-epochs-scale", betas, f"seed={a.seeds}"])
-    elif a.stage == "combos":  # the default combination is the scale stage's mdl_batch rows
+        for condition in ("E", "EF"):  # min-max inputs: the default when this stage settled the scale
+            train([f"+condition={condition}", f"results_root={a.results}/full-epochs-scale", betas, f"seed={a.seeds}",
+                   "dataset.input_scaling=minmax"])
+    elif a.stage == "combos":  # std-targets,minmax is the scale stage's mdl_batch rows
         for combo, overrides in list(COMBOS.items())[1:]:
             train(["+condition=E", f"results_root={a.results}/full-epochs-combos/{combo.replace(',', '_')}",
                    "beta=" + ",".join(map(repr, SCREEN_BETAS)), f"seed={a.seeds}", *overrides])
+    elif a.stage == "minmax":  # 10 seeds, every published beta: min-max against the chosen standardization
+        for condition in ("baseline", "F", "E", "EF"):
+            train([f"+condition={condition}", f"results_root={a.results}/minmax-10seeds", "dataset.input_scaling=minmax"])
     else:
         train([f"results_root={a.results}/baseline_fixed-split", "dataset.data_seed=0"])
+        # (the per-seed split is the factorial's Baseline; min-max inputs: results/calibration/minmax-10seeds)
     return 0
 
 
@@ -160,7 +166,7 @@ def report(a) -> int:
             tables.insert(0, versus_published(default, pub, ["combo"], "mdl", ["mdl_batch"]))
         table = pd.concat(tables, ignore_index=True)
         text += ["## Targets and inputs at the full 5,000 epochs (E, `mdl_batch`)", "",
-                 "`python scripts/calibrate.py run combos --seeds 0,1`; the default combination's rows are the "
+                 "`python scripts/calibrate.py run combos --seeds 0,1`; the std-targets,minmax rows are the "
                  "scale stage's `mdl_batch` rows.", "",
                  md(closeness(table, ["combo"])), "", md(table.drop(columns="scale"), index=False), ""]
     screens = [usable_runs(results / c.replace(",", "_")).assign(combo=c) for c in COMBOS]
@@ -171,6 +177,7 @@ def report(a) -> int:
                  "`python scripts/calibrate.py run screen --seeds 0,1` (combinations with records: "
                  + ", ".join(sorted(screen["combo"].unique())) + ").", "",
                  md(closeness(table, ["combo", "scale"])), "", md(table, index=False), ""]
+    text += inputs_section(results, pub)
     text += split_section(results, pub)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     notes = ROOT / "docs" / "calibration-notes.md"
@@ -181,12 +188,36 @@ def report(a) -> int:
     return 0
 
 
+def inputs_section(results: Path, pub: pd.DataFrame) -> list[str]:
+    """Min-max vs standardized inputs at the factorial's protocol (10 seeds), next to the paper."""
+    keys = ["condition", "beta"]
+    metrics = {"contributing_edges": "edges", "depth": "depth", "test_rmse": "RMSE"}
+    sides = {"min-max": usable_runs(results / "minmax-10seeds"), "standardized": usable_runs(FACTORIAL)}
+    frames = []
+    for name, df in sides.items():
+        if not df.empty:
+            g = df.groupby(keys)
+            med = g[list(metrics)].median().rename(columns={m: f"{short} {name}" for m, short in metrics.items()})
+            frames.append(med.assign(**{f"seeds {name}": g.size()}))
+    if len(frames) < 2:
+        return []
+    both = pd.concat(frames, axis=1, join="inner").reset_index()
+    paper = pub.assign(beta=pub["beta"].fillna(0.0)).rename(
+        columns={"edges_median": "edges paper", "depth_median": "depth paper", "rmse_median": "RMSE paper"})
+    both = both.merge(paper[[*keys, "edges paper", "depth paper", "RMSE paper"]], on=keys, how="left")
+    cols = [*keys] + [f"{m} {s}" for m in ("edges", "depth", "RMSE") for s in ("min-max", "standardized", "paper")]
+    return ["## Input scaling at the factorial's protocol (10 seeds)", "",
+            "`python scripts/calibrate.py run minmax` against the factorial (`results/paper/concrete`); "
+            "cells that both have.", "", md(both[cols + ["seeds min-max", "seeds standardized"]], index=False), ""]
+
+
 def split_section(results: Path, pub: pd.DataFrame) -> list[str]:
     """Baseline test RMSE over seeds with a fixed and a per-seed split, next to the paper's."""
     base = pub[pub.condition == "Baseline"].iloc[0]
     rows = []
-    for split, df in (("fixed split (data_seed=0)", usable_runs(results / "baseline_fixed-split")),
-                      ("per-seed split (factorial Baseline)", usable_runs(FACTORIAL / "Baseline"))):
+    for split, df in (("fixed split (data_seed=0), standardized inputs", usable_runs(results / "baseline_fixed-split")),
+                      ("per-seed split, standardized inputs (the factorial)", usable_runs(FACTORIAL / "Baseline")),
+                      ("per-seed split, min-max inputs", usable_runs(results / "minmax-10seeds" / "concrete" / "Baseline"))):
         if not df.empty:
             r = df["test_rmse"]
             rows.append({"split": split, "seeds": len(r), "RMSE median": r.median(), "min": r.min(), "max": r.max()})
