@@ -93,6 +93,18 @@ def run(a) -> int:
     return 0
 
 
+def current_defaults() -> dict[str, str]:
+    """The settled choices as conf/ composes them for Concrete."""
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.merge(OmegaConf.load(ROOT / "conf" / "config.yaml"), OmegaConf.load(ROOT / "conf" / "dataset" / "concrete.yaml"))
+    data_seed = conf.dataset.data_seed
+    return {"train.complexity_scale": conf.train.complexity_scale,
+            "dataset.standardize_targets": str(conf.dataset.standardize_targets).lower(),
+            "dataset.input_scaling": conf.dataset.input_scaling,
+            "dataset.data_seed": "null (per-seed split)" if data_seed is None else str(data_seed)}
+
+
 def usable_runs(root: Path) -> pd.DataFrame:
     from kanx.analyze import load_runs
 
@@ -150,6 +162,7 @@ def report(a) -> int:
             "(`shared/calibration/concrete_published.csv`). Conditions E and EF; medians over seeds. "
             "In the screens, a scale's rows are the `mdl` runs at beta x (its factor / mdl's): "
             + ", ".join(f"`{s}` x{f:.4g}" for s, f in SCALES.items()) + ".", ""]
+    text += ["Defaults in `conf/` now (Concrete): " + ", ".join(f"`{k}={v}`" for k, v in current_defaults().items()) + ".", ""]
     full = usable_runs(results / "full-epochs-scale")
     if not full.empty:
         table = versus_published(full, pub, [])
