@@ -205,8 +205,10 @@ def test_a_packed_sweep_is_one_array_task_per_pack(cluster, tmp_path):
 
 @pytest.mark.slurm
 def test_unpacked_without_waiting_then_slurm_wait(cluster, tmp_path):
+    # Submitted held (sbatch --hold), so the tasks cannot finish before the second submission looks.
     args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={tmp_path}", "train.epochs=10", "seed=0,1",
-            "hydra.launcher.pack=false", "hydra.launcher.wait=false", "hydra.launcher.array_parallelism=1", "-m"]
+            "hydra.launcher.pack=false", "hydra.launcher.wait=false", "hydra.launcher.array_parallelism=1",
+            "+hydra.launcher.additional_parameters.hold=true", "-m"]
     p = cli(*args)
     assert p.returncode == 0, p.stderr[-3000:]
     array = array_id_of(p.stdout + p.stderr)
@@ -215,6 +217,7 @@ def test_unpacked_without_waiting_then_slurm_wait(cluster, tmp_path):
     again = cli(*args)
     assert again.returncode == 0 and "submitted SLURM array" not in again.stdout + again.stderr
     assert "are still queued or running from an earlier submission" in again.stdout + again.stderr
+    subprocess.run(["scontrol", "release", array], check=True)
     w = subprocess.run([sys.executable, str(ROOT / "scripts" / "slurm_wait.py"), str(tmp_path), "--poll", "1"],
                        capture_output=True, text=True, timeout=300)
     assert w.returncode == 0, w.stdout + w.stderr
