@@ -112,7 +112,8 @@ def log_ratio_figure(
                         va="bottom",
                     )
     handles = [Line2D([], [], marker="o", ls="", color=colors[b], label=f"β = {format_beta(b)}") for b in sorted(colors)]
-    fig.legend(handles=handles, loc="outside upper center", ncol=len(handles), frameon=False, fontsize=9)
+    # About three legend entries fit per panel column; more wrap onto further rows.
+    fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), 3 * ncols), frameon=False, fontsize=9)
     if title:
         fig.suptitle(title, fontsize=12)
     return fig
