@@ -169,13 +169,17 @@ def _write_checkpoints(jobs: Sequence[Job], state: dict) -> None:
         _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": state["epoch"], "state": member_slice(state, m)})
 
 
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    return f"{seconds / 60:.1f} min"
+
+
 def _progress_line(p: Pack, progress, name: str, epochs: int, resumed_at: tuple[int, float]) -> str:
     """One line per checkpoint for logs that are not a terminal (background runs, SLURM)."""
-    done, rate = p.epoch - resumed_at[0], 0.0
-    if done:
-        rate = done / (time.perf_counter() - resumed_at[1])
-    eta = (epochs - p.epoch) / rate if rate else float("nan")
-    left = "?" if eta != eta else f"{int(eta // 3600)}h{int(eta % 3600 // 60):02d}m" if eta >= 3600 else f"{eta / 60:.1f} min"
+    done = p.epoch - resumed_at[0]
+    rate = done / (time.perf_counter() - resumed_at[1]) if done else 0.0
+    left = _duration((epochs - p.epoch) / rate) if rate else "?"
     loss = progress.loss[progress.alive].mean().item() if progress.alive.any() else float("nan")
     return (f"{name}: epoch {p.epoch}/{epochs}, mean loss {loss:.4g}, {int(progress.alive.sum())} alive, "
             f"{rate:.2f} epochs/s, about {left} left; checkpoint written")

@@ -32,13 +32,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from kanx.kan.objective import COMPLEXITY_SCALES, complexity_scale
+
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT.parent / "shared" / "calibration" / "concrete_published.csv"
 FACTORIAL = ROOT / "results" / "paper" / "concrete"
 SCREEN_BETAS = [0.001, 0.01, 0.1]
 N_TRAIN, BATCH = 824, 64
-MDL = math.log(N_TRAIN) / N_TRAIN
-SCALES = {"mdl": 1.0, "mdl_batch": (math.log(BATCH) / BATCH) / MDL, "plain": 1.0 / MDL}  # relative to mdl
+SCALES = {s: complexity_scale(s, N_TRAIN, BATCH) / complexity_scale("mdl", N_TRAIN, BATCH) for s in COMPLEXITY_SCALES}  # relative to mdl
 COMBOS = {  # name -> dataset overrides
     "std-targets,minmax": ["dataset.standardize_targets=true", "dataset.input_scaling=minmax"],
     "raw-targets,minmax": ["dataset.standardize_targets=false", "dataset.input_scaling=minmax"],

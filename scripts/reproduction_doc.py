@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from kanx.analyze.registry import GATED, UNGATED
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -25,7 +27,7 @@ def checks(table: pd.DataFrame) -> list[str]:
     """The issue's acceptance points, read off the reproduced-vs-published table."""
     have = table[table["n_used"] > 0]
     lines = []
-    for c in ("Baseline", "F"):
+    for c in UNGATED:
         r = have[have["condition"] == c]
         if r.empty:
             lines.append(f"- {c}: no runs yet.")
@@ -37,8 +39,8 @@ def checks(table: pd.DataFrame) -> list[str]:
         if c == "Baseline":
             lines.append(f"- Baseline median test RMSE {r.rmse_reproduced:.2f} MPa inside the published "
                          f"[min, max]: {'yes' if r.rmse_in_range else 'NO'}.")
-    gated = have[~have["condition"].isin(["Baseline", "F"])]
-    total = int((~table["condition"].isin(["Baseline", "F"])).sum())
+    gated = have[have["condition"].isin(GATED)]
+    total = int(table["condition"].isin(GATED).sum())
     if len(gated):
         for m, name in (("edges", "contributing edges"), ("rmse", "test RMSE"), ("depth", "depth")):
             inside = int(gated[f"{m}_in_range"].astype(bool).sum())
@@ -50,7 +52,7 @@ def checks(table: pd.DataFrame) -> list[str]:
 def hv_caveat(table: pd.DataFrame) -> list[str]:
     """Normalized HVs share a reference point and a maximum over all gated conditions, so they
     are comparable with the paper's only once every gated cell has runs."""
-    gated = table[~table["condition"].isin(["Baseline", "F"])]
+    gated = table[table["condition"].isin(GATED)]
     missing = gated[gated["n_used"] == 0]
     if missing.empty:
         return []
@@ -78,6 +80,7 @@ def main(argv=None) -> int:
     counts = runs.groupby(["condition", "status"]).size().unstack(fill_value=0)
     commits = sorted({str(c) for c in runs["git_commit"].dropna()}) if "git_commit" in runs else []
     tables = analysis / "tables"
+    comparison = pd.read_csv(tables / "published_concrete.csv")
     notes = ROOT / "docs" / "reproduction-notes.md"
     rel = lambda path: Path("..") / path if not Path(path).is_absolute() else path  # noqa: E731  (links from docs/)
     text = [
@@ -89,7 +92,7 @@ def main(argv=None) -> int:
         "",
         "## Checks",
         "",
-        *checks(pd.read_csv(tables / "published_concrete.csv")),
+        *checks(comparison),
         "",
         "## Runs per condition and status",
         "",
@@ -101,7 +104,7 @@ def main(argv=None) -> int:
         "",
         "## Normalized hypervolume",
         "",
-        *hv_caveat(pd.read_csv(tables / "published_concrete.csv")),
+        *hv_caveat(comparison),
         (tables / "published_hv_concrete.md").read_text(),
         "",
         f"Absolute table: [{tables / 'absolute_concrete.md'}]({rel(tables / 'absolute_concrete.md')}); "

@@ -49,11 +49,13 @@ def _stage_edges(width: Sequence[int], forward: bool, k: int, exit_k: int):
     return None
 
 
-def _backward_forward(width: list[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int):
+def _backward_forward(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None):
     """The trace itself, shared by trace() and edge_roles(): per stage on the inference
-    path, (src ids, dst ids, column slice, open mask, connected mask, path mask), plus the
-    longest-path distance of every node from an input."""
+    path, (src ids, dst ids, column slice, open mask, connected mask, path mask), the
+    compositional depth and the exit used (L-1 when exit_k is None)."""
+    width = [int(w) for w in width]
     L = len(width) - 1
+    exit_k = L - 1 if exit_k is None else int(exit_k)
     n_nodes = sum(width)  # x^(0..L-1) units plus the n_L outputs
     stages = []
     for k in range(exit_k + 1):
@@ -79,7 +81,8 @@ def _backward_forward(width: list[int], forward: bool, open_edges: Sequence[np.n
             dist[dst[j]] = max(dist[dst[j]], dist[src[i]] + 1)
         from_in[dst] |= path.any(axis=0)
         out.append((src, dst, cols, mask, conn, path))
-    return out, dist
+    depth = int(max(dist[sum(width[:L]) :].max(), 0))
+    return out, depth, exit_k
 
 
 def trace(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None = None) -> Structure:
@@ -88,16 +91,12 @@ def trace(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray],
     open_edges[k]: bool (I_k, O_k) open edges of stage k (columns [trunk | head], as in
     GatedKAN); exit_k: the selected exit (L-1, the final layer, without X).
     """
-    width = [int(w) for w in width]
-    L = len(width) - 1
-    exit_k = L - 1 if exit_k is None else int(exit_k)
-    stages, dist = _backward_forward(width, forward, open_edges, exit_k)
+    stages, depth, exit_k = _backward_forward(width, forward, open_edges, exit_k)
     n_path, bias_edges = 0, []
     for src, dst, _, _, conn, path in stages:
         n_path += int(path.sum())
         bias_edges += [(src[i], dst[j]) for i, j in zip(*np.nonzero(conn & ~path), strict=True)]
 
-    depth = int(max(dist[sum(width[:L]) :].max(), 0))
     used_open = sum(int(mask.sum()) for _, _, _, mask, _, _ in stages)
     n_bias = _components(bias_edges)
     return Structure(n_path + n_bias, depth, n_bias, n_path, used_open, exit_k)
@@ -128,25 +127,22 @@ class EdgeRoles:
 def edge_roles(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None = None) -> EdgeRoles:
     """The edges behind trace()'s counts: path edges and bias edges (with their component),
     from the same backward-forward pass. Arguments as trace()."""
-    width = [int(w) for w in width]
-    L = len(width) - 1
-    exit_k = L - 1 if exit_k is None else int(exit_k)
     shapes = [np.asarray(e).shape for e in open_edges]
     path = [np.zeros(s, dtype=bool) for s in shapes]
     bias = [np.zeros(s, dtype=bool) for s in shapes]
     comp = [np.full(s, -1, dtype=np.int64) for s in shapes]
-    stages, dist = _backward_forward(width, forward, open_edges, exit_k)
+    stages, depth, exit_k = _backward_forward(width, forward, open_edges, exit_k)
     bias_edges, where = [], []
     for k, (src, dst, cols, _, conn, p) in enumerate(stages):
         path[k][:, cols] = p
         bias[k][:, cols] = conn & ~p
+        columns = np.arange(shapes[k][1])[cols]
         for i, j in zip(*np.nonzero(conn & ~p), strict=True):
             bias_edges.append((src[i], dst[j]))
-            where.append((k, i, np.arange(shapes[k][1])[cols][j]))
+            where.append((k, i, columns[j]))
     labels = _component_labels(bias_edges)
     for (k, i, o), label in zip(where, labels, strict=True):
         comp[k][i, o] = label
-    depth = int(max(dist[sum(width[:L]) :].max(), 0))
     return EdgeRoles(path, bias, comp, len(set(labels)), depth, exit_k)
 
 
