@@ -17,7 +17,7 @@ LAUNCHER ?= packed
 RESULTS  ?=
 OVERRIDES ?=
 
-.PHONY: help install run test test-full test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench clean
+.PHONY: help install run test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,11 @@ test: install ## Fast test suite (includes one small real sweep through the CLI)
 
 test-full: install ## Every test, the slow ones included (not the SLURM ones)
 	$(PY) -m pytest -m "not slurm"
+
+test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and the benchmark on the GPU
+	$(PY) -m pytest tests/test_cuda.py -rs
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) scripts/bench.py --device cuda --quick
 
 test-slurm: install ## Tests against a real local SLURM cluster (root; ../shared/slurm)
 	$(PY) -m pytest -m slurm -rs

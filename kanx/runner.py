@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from kanx import records as R
 from kanx.config import RunConfig, check_width, config_hash, run_config_from, to_container
 from kanx.errors import ConfigError
-from kanx.training import Pack, member_slice, resolve_device
+from kanx.training import Pack, describe_device, member_slice, resolve_device
 
 log = logging.getLogger("kanx")
 
@@ -233,6 +233,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
     for m, job in enumerate(jobs):
         status, reason = _status(bool(pack.alive[m]), metrics[m], structures[m])
         rec = _base_record(job, status, wall, pack.steps, pack_size=len(jobs), train_seconds=pack.train_seconds)
+        rec["timing"]["device"] = describe_device(device)
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit

@@ -69,6 +69,13 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def describe_device(device: torch.device) -> str:
+    """What a record says it trained on: 'cpu', or 'cuda' with the card's name."""
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return device.type
+
+
 # ------------------------------------------------------------------ the pack
 
 

@@ -1,6 +1,6 @@
 """Speed benchmark: kanx packed training against pykan 0.2.8 in speed mode, in one run.
 
-    python scripts/bench.py [--quick] [--threads N] [--compile/--no-compile] [--profile]
+    python scripts/bench.py [--quick] [--threads N] [--compile/--no-compile] [--device cpu|cuda] [--profile]
     make bench                        (installs the bench extra, then runs this)
 
 Workloads (issue "Packed training ... and a benchmark against pykan"):
@@ -27,6 +27,10 @@ the process's CPU seconds per wall second: one far below the thread count was sl
 other processes on the host and is measured again (bounded, see MAX_TRIES). The ratio
 column is a row's model-steps/s over the median pykan-speed steps/s of the same
 architecture measured in this run. The last line is the headline.
+
+--device cuda runs both sides on the GPU (pykan as ``MultKAN(..., device='cuda')``): timed
+steps end with a device synchronize, and the cpu/wall contention check is off, since a
+GPU run's CPU share says nothing about the host's other load.
 
 --profile prints torch.profiler's top ops for one epoch (13 steps) of packed Concrete
 EFX at M = 70 after warm-up, instead of the benchmark.
@@ -85,27 +89,33 @@ def random_rows(arch: Arch, M: int, seed: int = 0) -> tuple[torch.Tensor, torch.
     return x, y
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so a timer read after it counts that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 # ------------------------------------------------------------------ the cells
 
 
 class KanxCell:
     """A kanx Pack of M EFX members, kept alive across repeats."""
 
-    def __init__(self, arch: Arch, M: int, compile: bool):
+    def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device):
         from kanx.config import DataConfig, RunConfig, TrainConfig
         from kanx.kan.network import Condition, KANSpec
         from kanx.kan.objective import Costs
         from kanx.training import Pack
 
-        self.arch, self.M, self.compiled = arch, M, compile
+        self.arch, self.M, self.compiled, self.device = arch, M, compile, device
         self.impl = "kanx packed" if compile else "kanx packed (eager)"
         train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile)
         runs = [
-            RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train, BETAS[s % len(BETAS)], s, device="cpu")
+            RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train, BETAS[s % len(BETAS)], s, device=device.type)
             for s in range(M)
         ]
         x, y = random_rows(arch, M)
-        self.pack = Pack(runs, x, y, arch.rows, torch.device("cpu"))
+        self.pack = Pack(runs, x, y, arch.rows, device)
         self.steps_per_epoch = math.ceil(arch.rows / arch.batch)
 
     def warm_up(self, max_seconds: float = 180.0) -> str:
@@ -114,6 +124,7 @@ class KanxCell:
         while True:
             t0 = time.perf_counter()
             self.pack.run_epoch()
+            synchronize(self.device)
             times.append(time.perf_counter() - t0)
             settled = len(times) >= 4 and abs(times[-1] - times[-2]) <= 0.15 * times[-2]
             if settled or time.perf_counter() - start > max_seconds or len(times) >= 200:
@@ -124,12 +135,14 @@ class KanxCell:
         while steps < WARM_STEPS and (steps == 0 or time.perf_counter() - t0 < WARM_MAX_SECONDS):
             self.pack.run_epoch()
             steps += self.steps_per_epoch
+        synchronize(self.device)
         steps, t0, c0 = 0, time.perf_counter(), time.process_time()
         while True:
             self.pack.run_epoch()
             steps += self.steps_per_epoch
-            elapsed = time.perf_counter() - t0
-            if elapsed >= seconds:
+            if time.perf_counter() - t0 >= seconds:
+                synchronize(self.device)
+                elapsed = time.perf_counter() - t0
                 return steps / elapsed, (time.process_time() - c0) / elapsed
 
 
@@ -138,21 +151,21 @@ class PykanCell:
 
     impl, M = "pykan-speed", 1
 
-    def __init__(self, arch: Arch):
+    def __init__(self, arch: Arch, device: torch.device):
         from kan import MultKAN
 
-        self.arch = arch
-        self.model = MultKAN(width=list(arch.width), grid=10, k=3, auto_save=False).speed()
+        self.arch, self.device = arch, device
+        self.model = MultKAN(width=list(arch.width), grid=10, k=3, auto_save=False, device=device).speed()
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
         x, y = random_rows(arch, 1)
-        self.x, self.y = x[0], y[0]
+        self.x, self.y = x[0].to(device), y[0].to(device)
         self.g = torch.Generator().manual_seed(0)
         self.batches: list[torch.Tensor] = []
 
     def step(self) -> None:
         if not self.batches:
             self.batches = list(torch.randperm(self.arch.rows, generator=self.g).split(self.arch.batch))[::-1]
-        idx = self.batches.pop()
+        idx = self.batches.pop().to(self.device)
         self.opt.zero_grad()
         loss = torch.nn.functional.mse_loss(self.model(self.x[idx]), self.y[idx])
         loss.backward()
@@ -162,24 +175,27 @@ class PykanCell:
         t0 = time.perf_counter()
         for _ in range(WARM_STEPS):
             self.step()
+        synchronize(self.device)
         return f"{WARM_STEPS} steps in {time.perf_counter() - t0:.1f} s"
 
     def measure(self, seconds: float) -> tuple[float, float]:
         for _ in range(WARM_STEPS):
             self.step()
+        synchronize(self.device)
         steps, t0, c0 = 0, time.perf_counter(), time.process_time()
         while True:
             self.step()
             steps += 1
-            elapsed = time.perf_counter() - t0
-            if elapsed >= seconds:
+            if time.perf_counter() - t0 >= seconds:
+                synchronize(self.device)
+                elapsed = time.perf_counter() - t0
                 return steps / elapsed, (time.process_time() - c0) / elapsed
 
 
 # ------------------------------------------------------------------ report
 
 
-def machine_lines(threads: int) -> list[str]:
+def machine_lines(threads: int, device: torch.device) -> list[str]:
     model = platform.processor() or "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -191,6 +207,7 @@ def machine_lines(threads: int) -> list[str]:
         f"machine: {model}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, pykan {metadata.version('pykan')}, "
         f"Python {platform.python_version()}; torch threads {threads}",
         f"load average at start (1/5/15 min): {load}",
+        f"device: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else "device: cpu",
     ]
 
 
@@ -202,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eager-row", action=argparse.BooleanOptionalAction, default=True, help="with --compile, also time eager kanx at M=70 (default on)")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats per cell (default 5, --quick 3)")
     ap.add_argument("--seconds", type=float, default=None, help="timed seconds per repeat (default 3, --quick 1)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where both sides train (default cpu)")
     ap.add_argument("--profile", action="store_true", help="profile one epoch of packed Concrete EFX M=70 instead")
     args = ap.parse_args(argv)
 
@@ -214,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     if version != PYKAN_VERSION:
         print(f"warning: pykan {version} installed, the reference is pykan {PYKAN_VERSION}", file=sys.stderr)
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("--device cuda: torch finds no CUDA device", file=sys.stderr)
+        return 1
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     # One process times every (layer, batch, M) shape; a training process sees a handful.
     # Raise dynamo's per-function recompile limit so no shape falls back to eager here.
@@ -222,19 +244,19 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.seconds or (1.0 if args.quick else 3.0)
 
     if args.profile:
-        return profile(args.compile, args.threads)
+        return profile(args.compile, args.threads, device)
 
-    for line in machine_lines(args.threads):
+    for line in machine_lines(args.threads, device):
         print(line)
     print(f"protocol: {repeats} interleaved repeats per cell, each {WARM_STEPS} warm-up steps + ~{seconds:g} s timed; kanx compile={'on' if args.compile else 'off'}")
     sys.stdout.flush()
 
     cells = []
     for arch in ARCHS:
-        cells.append(PykanCell(arch))
-        cells.extend(KanxCell(arch, M, args.compile) for M in PACK_SIZES)
+        cells.append(PykanCell(arch, device))
+        cells.extend(KanxCell(arch, M, args.compile, device) for M in PACK_SIZES)
         if args.compile and args.eager_row:
-            cells.append(KanxCell(arch, PACK_SIZES[-1], compile=False))
+            cells.append(KanxCell(arch, PACK_SIZES[-1], False, device))
 
     t_start = time.perf_counter()
     print("\nwarm-up:")
@@ -244,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     # A repeat in which the process got less than QUIET_SHARE of its threads' CPU time was
     # slowed by other processes on the host: it is measured again (up to MAX_TRIES times,
     # while the run is within RETRY_BUDGET_S); a value that stays contended is kept, marked *.
+    quiet = QUIET_SHARE * args.threads if device.type == "cpu" else 0.0
     rates: dict[int, list[float]] = {id(c): [] for c in cells}
     cpu: dict[int, list[float]] = {id(c): [] for c in cells}
     retried = 0
@@ -252,18 +275,18 @@ def main(argv: list[str] | None = None) -> int:
         for c in order:
             for attempt in range(MAX_TRIES):
                 rate, share = c.measure(seconds)
-                if share >= QUIET_SHARE * args.threads or attempt == MAX_TRIES - 1 or time.perf_counter() - t_start > RETRY_BUDGET_S:
+                if share >= quiet or attempt == MAX_TRIES - 1 or time.perf_counter() - t_start > RETRY_BUDGET_S:
                     break
                 retried += 1
             rates[id(c)].append(rate)
             cpu[id(c)].append(share)
         print(f"  repeat {r + 1}/{repeats} done ({time.perf_counter() - t_start:.0f} s, 1-min load {os.getloadavg()[0]:.2f})", flush=True)
 
-    contended = sum(v < QUIET_SHARE * args.threads for c in cells for v in cpu[id(c)])
-    print(f"\nsteps/s of every repeat; cpu/wall = the process's CPU seconds per wall second (at most {args.threads}), * below {QUIET_SHARE * args.threads:.2f}: other processes took the CPU.")
+    contended = sum(v < quiet for c in cells for v in cpu[id(c)])
+    print(f"\nsteps/s of every repeat; cpu/wall = the process's CPU seconds per wall second (at most {args.threads}), * below {quiet:.2f}: other processes took the CPU.")
     print(f"{retried} contended repeats were measured again; {contended} of the {repeats * len(cells)} values kept are still contended (*).")
     for c in cells:
-        marks = ["*" if v < QUIET_SHARE * args.threads else " " for v in cpu[id(c)]]
+        marks = ["*" if v < quiet else " " for v in cpu[id(c)]]
         print(f"  {c.impl:<20} {c.arch.name:<13} M={c.M:<3} " + " ".join(f"{v:7.1f}{m}" for v, m in zip(rates[id(c)], marks, strict=True)) + "   cpu/wall " + " ".join(f"{v:.2f}" for v in cpu[id(c)]))
 
     print("\n| impl | arch | batch | M | steps/s | model-steps/s | ratio to pykan-speed |")
@@ -280,30 +303,32 @@ def main(argv: list[str] | None = None) -> int:
             if arch is ARCHS[0] and isinstance(c, KanxCell) and c.M == 70 and c.compiled == args.compile:
                 headline = ratio
     print(f"\nload average at end (1/5/15 min): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; total {time.perf_counter() - t_start:.0f} s")
-    print(f"headline: packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
+    print(f"headline ({args.device}): packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
     return 0
 
 
-def profile(compile: bool, threads: int) -> int:
+def profile(compile: bool, threads: int, device: torch.device) -> int:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    cell = KanxCell(ARCHS[0], PACK_SIZES[-1], compile)
-    for line in machine_lines(threads):
+    cell = KanxCell(ARCHS[0], PACK_SIZES[-1], compile, device)
+    for line in machine_lines(threads, device):
         print(line)
     print(f"warm-up: {cell.warm_up()}")
     rate, share = cell.measure(3.0)
     print(f"unprofiled: {rate:.1f} steps/s = {1e3 / rate:.1f} ms per step (cpu/wall {share:.2f})")
-    if share < QUIET_SHARE * threads:
+    if device.type == "cpu" and share < QUIET_SHARE * threads:
         print(f"warning: cpu/wall {share:.2f} < {QUIET_SHARE * threads:.2f}: other processes took the CPU, so this profile is not representative; rerun on a quiet host")
-    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch_profile(activities=activities, record_shapes=True) as prof:
         cell.pack.run_epoch()
-    n = cell.steps_per_epoch
+        synchronize(device)
+    n, sort_key = cell.steps_per_epoch, "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     title = f"one epoch ({n} steps: {n - 1} of batch {ARCHS[0].batch}, 1 partial) of packed Concrete EFX, M=70, compile={'on' if compile else 'off'}"
     print(f"\nprofile of {title}, by op:")
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=50))
+    print(prof.key_averages().table(sort_by=sort_key, row_limit=20, max_name_column_width=50))
     print("\nthe same, by op and input shapes (stages: I = 13, 26, 39 inputs; 1 + C = 14 features per input):")
-    print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=50, max_shapes_column_width=60))
+    print(prof.key_averages(group_by_input_shape=True).table(sort_by=sort_key, row_limit=20, max_name_column_width=50, max_shapes_column_width=60))
     return 0
 
 

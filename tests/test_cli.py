@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 from kanx.config import register_resolvers
 from kanx.errors import ConfigError
 from kanx.runner import run_jobs
+from kanx.training import describe_device, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false"]
@@ -54,6 +55,7 @@ def test_small_real_sweep_through_the_cli(tmp_path):
         assert r["metrics"]["test_rmse"] > 0 and r["metrics"]["depth"] >= 0
         assert r["n_train"] == 128 and r["timing"]["steps"] == 12 and r["timing"]["pack_size"] == 4
         assert r["config"]["condition"]["name"] == r["condition"]
+        assert r["timing"]["device"] == describe_device(resolve_device("auto"))
     # Typing the same command again trains nothing.
     stamps = {f: f.stat().st_mtime_ns for f in tmp_path.rglob("record.json")}
     p = cli("+condition=EFX", *args)
