@@ -26,6 +26,9 @@ from kanx.errors import ConfigError
 from kanx.training import Pack, describe_device, member_slice, resolve_device
 
 log = logging.getLogger("kanx")
+# Read the checkout's commit now, when this process's code is loaded: a record written hours
+# later must not name a commit made while it trained.
+R.git_commit()
 
 
 @dataclass
