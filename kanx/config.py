@@ -25,6 +25,9 @@ GATE_ESTIMATORS = ("threshold", "louizos")
 _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
 # Keys that do not change a run's numbers: left out of its identity hash.
 _NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "dataset.data_dir", "dataset.betas")
+# Keys added after records existed, with the value that reproduces the behaviour from before
+# them: left out of the hash while they hold it, so older records keep their identity.
+_ADDED_LATER = {"model.grid_refit_rtol": None}
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,14 @@ def _num(value, key: str) -> float:
     return float(value)
 
 
+def _refit_rtol(value) -> float | None:
+    if value is None:
+        return None
+    rtol = _num(value, "model.grid_refit_rtol")
+    _require(0 < rtol < 1, f"model.grid_refit_rtol={value!r} must be null or a number between 0 and 1 (exclusive), e.g. 1.0e-4")
+    return rtol
+
+
 def _choice(value, key: str, allowed: tuple) -> str:
     _require(value in allowed, f"{key}={value!r} is not one of: {', '.join(allowed)}")
     return value
@@ -196,6 +207,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         scale_base_mu=_num(m.get("scale_base_mu", 0.0), "model.scale_base_mu"),
         scale_base_sigma=_num(m.get("scale_base_sigma", 1.0), "model.scale_base_sigma"),
         grid_eps=_num(m.get("grid_eps", 0.02), "model.grid_eps"),
+        grid_refit_rtol=_refit_rtol(m.get("grid_refit_rtol")),
     )
     costs = Costs(_num(m.get("edge_cost", 1.0), "model.edge_cost"), _num(m.get("node_cost", 1.0), "model.node_cost"), _num(m.get("exit_cost", 1.0), "model.exit_cost"))
     _require(min(costs.edge, costs.node, costs.exit) >= 0, f"complexity costs must be >= 0, got {costs}")
@@ -234,4 +246,8 @@ def config_hash(container: dict) -> str:
             c.get(node, {}).pop(rest[0], None)
         else:
             c.pop(node, None)
+    for dotted, neutral in _ADDED_LATER.items():
+        node, key = dotted.split(".")
+        if key in c.get(node, {}) and c[node][key] == neutral:
+            c[node].pop(key)
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from kanx.config import register_resolvers
+from kanx.config import config_hash, register_resolvers
 from kanx.errors import ConfigError
 from kanx.runner import run_jobs
 from kanx.training import describe_device, resolve_device
@@ -115,6 +115,17 @@ def test_same_config_and_seed_give_identical_metrics(tmp_path):
     assert a["metrics"] == b["metrics"] and a["config_hash"] == b["config_hash"]
 
 
+def test_a_key_added_later_keeps_older_records_identity_at_its_neutral_value():
+    from omegaconf import OmegaConf
+
+    now = OmegaConf.to_container(composed("+condition=E"), resolve=True)
+    before = json.loads(json.dumps(now))
+    del before["model"]["grid_refit_rtol"]  # a record written before the key existed
+    assert config_hash(now) == config_hash(before)
+    now["model"]["grid_refit_rtol"] = 1e-4
+    assert config_hash(now) != config_hash(before)
+
+
 def test_a_different_config_in_the_same_folder_stops_with_a_message(tmp_path):
     run_jobs([(composed("train.epochs=2", "train.warmup=1", *TOY), tmp_path)])
     with pytest.raises(ConfigError, match="different config"):
@@ -135,6 +146,7 @@ BAD = [
     (["dataset.name=nope"], "dataset='nope' is not one of"),
     (["condition.name=EFX"], "does not match its flags"),
     (["dataset=concrete", "dataset.data_dir=/nonexistent"], "/nonexistent"),
+    (["model.grid_refit_rtol=0"], "model.grid_refit_rtol=0 must be null or a number between 0 and 1"),
 ]
 
 

@@ -143,6 +143,29 @@ def test_grid_update_keeps_a_smooth_function_on_the_samples():
     assert (after - before).abs().max() < 1e-3
 
 
+def _tied_samples():
+    """The age column of the Concrete data in miniature: its 14 values with their counts,
+    41% of the samples on one of them, min-max scaled into the initial grid."""
+    values = torch.tensor([1, 3, 7, 14, 28, 56, 90, 91, 100, 120, 180, 270, 360, 365], dtype=torch.float64)
+    counts = torch.tensor([2, 134, 126, 62, 425, 91, 54, 22, 52, 3, 26, 13, 6, 14])
+    x = values.repeat_interleave(counts)
+    return ((x - x.min()) / (x.max() - x.min()) * 1.8 - 0.9).view(1, -1, 1)
+
+
+@pytest.mark.parametrize(("rtol", "bounded"), [(None, False), (1e-4, True)])
+def test_grid_refit_on_tied_samples(rtol, bounded):
+    # Plain least squares (pykan's refit) reproduces the spline on tied samples but swings
+    # far outside its old range between them; grid_refit_rtol keeps it bounded.
+    layer = _fitted_layer(lambda x: torch.sin(2 * x))
+    samples = _tied_samples()
+    before = layer.edge_spline(samples)
+    layer.update_grid(samples, grid_eps=0.02, rtol=rtol)
+    assert (layer.edge_spline(samples) - before).abs().max() < 1e-2
+    between = torch.linspace(samples.min().item(), samples.max().item(), 2001, dtype=torch.float64).view(1, -1, 1)
+    swing = layer.edge_spline(between).abs().max().item()
+    assert (swing < 2.0) == bounded, f"max |spline| between the samples: {swing:.3g}"
+
+
 def test_spline_values_match_basis_times_coefficients():
     grid = uniform_grid(2, 3, 5, 3)
     coef = torch.randn(2, 3, 4, 8, dtype=torch.float64)

@@ -64,6 +64,7 @@ class KANSpec:
     scale_base_mu: float = 0.0
     scale_base_sigma: float = 1.0
     grid_eps: float = 0.02
+    grid_refit_rtol: float | None = None  # None: pykan's plain least-squares refit (see KANLayer.update_grid)
     grid_range: tuple[float, float] = (-1.0, 1.0)
 
 
@@ -141,10 +142,17 @@ class KANLayer(nn.Module):
         return spline_values(x, self.grid, self.coef, self.K)
 
     @torch.no_grad()
-    def update_grid(self, x: torch.Tensor, grid_eps: float, members: torch.Tensor | None = None) -> None:
+    def update_grid(self, x: torch.Tensor, grid_eps: float, members: torch.Tensor | None = None, rtol: float | None = None) -> None:
         """Re-place the knots from samples x (M, N, I) and refit coef so each edge's spline
         is preserved on the samples (pykan's update_grid_from_samples). Only ``members``
-        (bool (M,), default all) change: a diverged member's NaNs must not reach the solver."""
+        (bool (M,), default all) change: a diverged member's NaNs must not reach the solver.
+
+        With tied samples (discrete inputs such as Concrete's age, or the many zeros of its
+        admixtures) several adaptive knots coincide up to grid_eps, and the basis functions
+        between them see almost no samples. Plain least squares (``rtol`` None, as pykan)
+        then puts coefficients of 1e3 and more on them: the spline still passes through the
+        samples but swings wildly between them, where later activations can land.
+        ``rtol`` (model.grid_refit_rtol) drops those near-null directions instead."""
         keep = torch.ones(x.shape[0], dtype=torch.bool, device=x.device) if members is None else members.to(x.device)
         x = torch.where(keep.view(-1, 1, 1), x, torch.zeros_like(x))
         x_sorted = torch.sort(x, dim=1).values.to(torch.float64)  # (M, N, I)
@@ -157,7 +165,7 @@ class KANLayer(nn.Module):
             x_sorted = x_sorted[:, idx]
         coef = torch.where(keep.view(-1, 1, 1, 1), self.coef, torch.zeros_like(self.coef)).to(torch.float64)
         old = spline_values(x_sorted, self.grid.to(torch.float64), coef, self.K)
-        new_coef = fit_coefficients(x_sorted, old, new_grid, self.K)
+        new_coef = fit_coefficients(x_sorted, old, new_grid, self.K, rtol)
         self.coef.copy_(torch.where(keep.view(-1, 1, 1, 1), new_coef.to(self.coef.dtype), self.coef))
         self.grid.copy_(torch.where(keep.view(-1, 1, 1), new_grid.to(self.grid.dtype), self.grid))
 
@@ -297,7 +305,7 @@ class GatedKAN(nn.Module):
         trunk = [x]
         for k, stage in enumerate(self.stages):
             h = torch.cat(trunk, dim=-1) if self.condition.forward else trunk[-1]
-            stage.update_grid(h, self.spec.grid_eps, members)
+            stage.update_grid(h, self.spec.grid_eps, members, self.spec.grid_refit_rtol)
             if self.trunk_out[k]:
                 trunk.append(stage(h, z[k])[..., : self.trunk_out[k]])
 

@@ -129,19 +129,21 @@ def spline_features(x: torch.Tensor, grid: torch.Tensor, K: int, compiled: bool 
     return _Features.apply(x, grid.to(x.dtype), K, compiled)
 
 
-def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor:
+def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: int, rtol: float | None = None) -> torch.Tensor:
     """Least-squares spline coefficients per (member, input).
 
     x: (M, N, I) sample points, y: (M, N, I, O) spline values to reproduce,
     grid: (M, I, T) -> coef (M, I, O, C). Underdetermined systems get the
     minimum-norm solution (SVD driver), overdetermined ones the least-squares fit.
+    ``rtol`` drops singular values below rtol * the largest (None: pinv's default, about
+    machine precision, i.e. plain least squares as pykan).
     """
     basis = bspline_basis(x.to(_LSTSQ_DTYPE), grid.to(_LSTSQ_DTYPE), K)  # (M, N, I, C)
     A = basis.permute(0, 2, 1, 3)  # (M, I, N, C)
     b = y.to(_LSTSQ_DTYPE).permute(0, 2, 1, 3)  # (M, I, N, O)
     # pinv is the SVD minimum-norm solution and, unlike lstsq's gelsd driver, also
     # available on CUDA.
-    coef = torch.linalg.pinv(A) @ b  # (M, I, C, O)
+    coef = (torch.linalg.pinv(A) if rtol is None else torch.linalg.pinv(A, rtol=rtol)) @ b  # (M, I, C, O)
     return coef.permute(0, 1, 3, 2).contiguous()  # (M, I, O, C)
 
 
