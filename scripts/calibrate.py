@@ -227,9 +227,15 @@ def inputs_section(results: Path, pub: pd.DataFrame) -> list[str]:
         columns={"edges_median": "edges paper", "depth_median": "depth paper", "rmse_median": "RMSE paper"})
     both = both.merge(paper[[*keys, "edges paper", "depth paper", "RMSE paper"]], on=keys, how="left")
     cols = [*keys] + [f"{m} {s}" for m in ("edges", "depth", "RMSE") for s in ("min-max", "standardized", "paper")]
+    gated = both[both["beta"] > 0]
+    closeness = ", ".join(
+        f"{s} {(gated[f'edges {s}'].clip(lower=1) / gated['edges paper']).map(math.log).abs().mean():.3f} "
+        f"(depth off in {int((gated[f'depth {s}'] != gated['depth paper']).sum())})" for s in ("min-max", "standardized"))
     return ["## Input scaling at the factorial's protocol (10 seeds)", "",
             "`python scripts/calibrate.py run minmax` against the factorial (`results/paper/concrete`); "
-            "cells that both have.", "", md(both[cols + ["seeds min-max", "seeds standardized"]], index=False), ""]
+            "cells that both have.", "", md(both[cols + ["seeds min-max", "seeds standardized"]], index=False), "",
+            f"Over the {len(gated)} cells with beta > 0, mean |log(edges / edges paper)| and the number of cells whose "
+            f"median depth differs from the paper's: {closeness}.", ""]
 
 
 def refit_section(results: Path, pub: pd.DataFrame) -> list[str]:
