@@ -235,19 +235,24 @@ def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:
     return run
 
 
+_ANY = object()
+
+
+def _pop_key(c: dict, dotted: str, only_if=_ANY) -> None:
+    """Remove `a` or `a.b` from c, if present (and, with only_if, holding that value)."""
+    *path, key = dotted.split(".")
+    node = c.get(path[0], {}) if path else c
+    if key in node and (only_if is _ANY or node[key] == only_if):
+        del node[key]
+
+
 def config_hash(container: dict) -> str:
     """Identity of a run: a hash of its resolved config without the keys that do not
     change its numbers (device, paths, checkpoint cadence, pack size)."""
     c = json.loads(json.dumps(container, default=str))
     c.pop("hydra", None)
     for dotted in _NOT_RUN_DEFINING:
-        node, *rest = dotted.split(".")
-        if rest:
-            c.get(node, {}).pop(rest[0], None)
-        else:
-            c.pop(node, None)
+        _pop_key(c, dotted)
     for dotted, neutral in _ADDED_LATER.items():
-        node, key = dotted.split(".")
-        if key in c.get(node, {}) and c[node][key] == neutral:
-            c[node].pop(key)
+        _pop_key(c, dotted, only_if=neutral)
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]

@@ -95,6 +95,19 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def timed(call, steps_per_call: int, seconds: float, device: torch.device) -> tuple[float, float]:
+    """(steps/s, CPU seconds per wall second) of repeated call()s for about ``seconds``."""
+    synchronize(device)
+    steps, t0, c0 = 0, time.perf_counter(), time.process_time()
+    while True:
+        call()
+        steps += steps_per_call
+        if time.perf_counter() - t0 >= seconds:
+            synchronize(device)
+            elapsed = time.perf_counter() - t0
+            return steps / elapsed, (time.process_time() - c0) / elapsed
+
+
 # ------------------------------------------------------------------ the cells
 
 
@@ -135,15 +148,7 @@ class KanxCell:
         while steps < WARM_STEPS and (steps == 0 or time.perf_counter() - t0 < WARM_MAX_SECONDS):
             self.pack.run_epoch()
             steps += self.steps_per_epoch
-        synchronize(self.device)
-        steps, t0, c0 = 0, time.perf_counter(), time.process_time()
-        while True:
-            self.pack.run_epoch()
-            steps += self.steps_per_epoch
-            if time.perf_counter() - t0 >= seconds:
-                synchronize(self.device)
-                elapsed = time.perf_counter() - t0
-                return steps / elapsed, (time.process_time() - c0) / elapsed
+        return timed(self.pack.run_epoch, self.steps_per_epoch, seconds, self.device)
 
 
 class PykanCell:
@@ -181,21 +186,15 @@ class PykanCell:
     def measure(self, seconds: float) -> tuple[float, float]:
         for _ in range(WARM_STEPS):
             self.step()
-        synchronize(self.device)
-        steps, t0, c0 = 0, time.perf_counter(), time.process_time()
-        while True:
-            self.step()
-            steps += 1
-            if time.perf_counter() - t0 >= seconds:
-                synchronize(self.device)
-                elapsed = time.perf_counter() - t0
-                return steps / elapsed, (time.process_time() - c0) / elapsed
+        return timed(self.step, 1, seconds, self.device)
 
 
 # ------------------------------------------------------------------ report
 
 
 def machine_lines(threads: int, device: torch.device) -> list[str]:
+    from kanx.training import describe_device
+
     model = platform.processor() or "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -207,7 +206,7 @@ def machine_lines(threads: int, device: torch.device) -> list[str]:
         f"machine: {model}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, pykan {metadata.version('pykan')}, "
         f"Python {platform.python_version()}; torch threads {threads}",
         f"load average at start (1/5/15 min): {load}",
-        f"device: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else "device: cpu",
+        f"device: {describe_device(device)}",
     ]
 
 

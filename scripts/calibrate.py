@@ -112,13 +112,16 @@ def current_defaults() -> dict[str, str]:
             "dataset.data_seed": "null (per-seed split)" if data_seed is None else str(data_seed)}
 
 
-def usable_runs(root: Path) -> pd.DataFrame:
+def runs_under(root: Path) -> pd.DataFrame:
+    """Every finished run's record under root (none if root does not exist)."""
     from kanx.analyze import load_runs
 
-    if not root.exists():
-        return pd.DataFrame()
-    df = load_runs(root)
-    return df[df["usable"]].copy()
+    return load_runs(root) if root.exists() else pd.DataFrame()
+
+
+def usable_runs(root: Path) -> pd.DataFrame:
+    df = runs_under(root)
+    return df[df["usable"]].copy() if not df.empty else df
 
 
 def versus_published(df: pd.DataFrame, pub: pd.DataFrame, by: list[str], run_scale: str = "mdl",
@@ -228,33 +231,31 @@ def inputs_section(results: Path, pub: pd.DataFrame) -> list[str]:
     both = both.merge(paper[[*keys, "edges paper", "depth paper", "RMSE paper"]], on=keys, how="left")
     cols = [*keys] + [f"{m} {s}" for m in ("edges", "depth", "RMSE") for s in ("min-max", "standardized", "paper")]
     gated = both[both["beta"] > 0]
-    closeness = ", ".join(
+    per_side = ", ".join(
         f"{s} {(gated[f'edges {s}'].clip(lower=1) / gated['edges paper']).map(math.log).abs().mean():.3f} "
         f"(depth off in {int((gated[f'depth {s}'] != gated['depth paper']).sum())})" for s in ("min-max", "standardized"))
     return ["## Input scaling at the factorial's protocol (10 seeds)", "",
             "`python scripts/calibrate.py run minmax` against the factorial (`results/paper/concrete`); "
             "cells that both have.", "", md(both[cols + ["seeds min-max", "seeds standardized"]], index=False), "",
             f"Over the {len(gated)} cells with beta > 0, mean |log(edges / edges paper)| and the number of cells whose "
-            f"median depth differs from the paper's: {closeness}.", ""]
+            f"median depth differs from the paper's: {per_side}.", ""]
 
 
 def refit_section(results: Path, pub: pd.DataFrame) -> list[str]:
     """EF with pykan's plain least-squares grid refit against the truncated one, per input
     scaling: seed-medians, the worst run, and the runs worse than predicting the mean."""
-    from kanx.analyze import load_runs
-
-    def runs(root: Path) -> pd.DataFrame:
-        return load_runs(root) if root.exists() else pd.DataFrame()
+    from kanx.data.tabular import CONCRETE, load_table, locate
 
     refit = results / "grid-refit" / "concrete" / "EF"
     rtol = f"model.grid_refit_rtol={REFIT_RTOL:g}"
-    sides = {("standardized", "plain (pykan)"): runs(FACTORIAL / "EF"),
-             ("standardized", rtol): runs(refit / f"dataset.input_scaling=standardize,{rtol}"),
-             ("min-max", "plain (pykan)"): runs(results / "minmax-10seeds" / "concrete" / "EF"),
-             ("min-max", rtol): runs(refit / f"dataset.input_scaling=minmax,{rtol}")}
+    sides = {("standardized", "plain (pykan)"): runs_under(FACTORIAL / "EF"),
+             ("standardized", rtol): runs_under(refit / f"dataset.input_scaling=standardize,{rtol}"),
+             ("min-max", "plain (pykan)"): runs_under(results / "minmax-10seeds" / "concrete" / "EF"),
+             ("min-max", rtol): runs_under(refit / f"dataset.input_scaling=minmax,{rtol}")}
     if sides[("standardized", rtol)].empty and sides[("min-max", rtol)].empty:
         return []
-    target_sd = pd.read_csv(ROOT.parent / "shared" / "data" / "concrete.csv").iloc[:, -1].std()
+    values, _ = load_table(CONCRETE, *locate(CONCRETE, None))  # KANX_DATA_DIR, as training reads it
+    target_sd = values[:, -1].std(ddof=1)
     paper = pub[pub.condition == "EF"].assign(beta=lambda p: p["beta"].fillna(0.0)).set_index("beta")
     rows = []
     for (inputs, fit), df in sides.items():

@@ -143,7 +143,7 @@ def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: in
     b = y.to(_LSTSQ_DTYPE).permute(0, 2, 1, 3)  # (M, I, N, O)
     # pinv is the SVD minimum-norm solution and, unlike lstsq's gelsd driver, also
     # available on CUDA.
-    coef = (torch.linalg.pinv(A) if rtol is None else torch.linalg.pinv(A, rtol=rtol)) @ b  # (M, I, C, O)
+    coef = torch.linalg.pinv(A, rtol=rtol) @ b  # (M, I, C, O)
     return coef.permute(0, 1, 3, 2).contiguous()  # (M, I, O, C)
 
 
