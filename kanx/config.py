@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
@@ -83,6 +84,7 @@ def register_resolvers() -> None:
     """Resolvers the YAML in conf/ uses; idempotent."""
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
     OmegaConf.register_new_resolver("kanx.tag", lambda s: s or "default", replace=True)
+    OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
 
 
 def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
@@ -152,7 +154,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
 
-    _require(d.get("name") in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
+    _require(d.get("loader", d.get("name")) in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")  # loader: a named csv table
     flags = Condition(bool(cond.get("edge_gates")), bool(cond.get("forward")), bool(cond.get("exits")))
     name = cond.get("name", flags.name)
     _require(name in Condition.NAMES, f"condition={name!r} is not one of: {', '.join(Condition.NAMES)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -171,15 +172,34 @@ def _check_seed(data_seed: Any) -> int:
     return int(data_seed)
 
 
-def load_dataset(name: str, *, data_seed: int, **options: Any) -> Dataset:
-    """Build the registered dataset `name` from `data_seed` and its options.
+# A dataset's name becomes a folder of the results root and a row of the tables.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def check_name(name: Any, loader: str) -> str:
+    """The name a `loader` (e.g. csv) dataset is stored and reported under: a plain folder
+    name that is not another registered dataset's."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"dataset name {name!r} is not a plain name (letters, digits, _ . + -, no spaces or slashes); "
+                          "give one with dataset.name=NAME, e.g. dataset.name=mydata")
+    if name != loader and name in DATASETS:
+        raise ConfigError(f"dataset name {name!r} is a registered dataset; name your {loader} table something else, e.g. dataset.name=my_{name}")
+    return name
+
+
+def load_dataset(name: str, *, data_seed: int, loader: str | None = None, **options: Any) -> Dataset:
+    """Build the registered dataset `name` (or, with `loader`, the registered dataset
+    `loader` under the name `name`: a CSV table called "mydata") from `data_seed` and its
+    options.
 
     Raises ConfigError for an unknown name, an unknown or invalid option, and DataError
     for a data file that is missing or fails its checks.
     """
-    spec = DATASETS.get(name)
+    spec = DATASETS.get(name if loader is None else loader)
     if spec is None:
-        raise ConfigError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
+        raise ConfigError(f"unknown dataset {loader or name!r}; choose one of: {', '.join(DATASETS)}")
+    if loader is not None:
+        name = check_name(name, loader)
     seed = _check_seed(data_seed)
     resolved = resolve_options(spec, options)
     ds = spec.build(name, seed, **resolved)
