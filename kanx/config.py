@@ -76,8 +76,10 @@ class RunConfig:
     overwrite: bool = False
 
     def pack_key(self) -> tuple:
-        """Runs that differ only in beta and seed (and data seed) train as one pack."""
-        return (replace(self.data, data_seed=0), self.condition, self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0), self.device)
+        """Runs with equal keys can train as one pack: they share the training protocol and
+        the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
+        may differ in condition, beta, seed and dataset (kanx.training.Pack)."""
+        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0), self.device)
 
 
 def register_resolvers() -> None:

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from kanx import records as R
 from kanx.config import RunConfig, check_width, config_hash, run_config_from, to_container
 from kanx.errors import ConfigError
-from kanx.training import Pack, describe_device, member_slice, resolve_device
+from kanx.training import Pack, describe_device, resolve_device
 
 log = logging.getLogger("kanx")
 # Read the checkout's commit now, when this process's code is loaded: a record written hours
@@ -96,25 +96,45 @@ def pending(jobs: Sequence[Job]) -> list[Job]:
     return todo
 
 
-def make_packs(jobs: Sequence[Job], pack_size: int | None = None) -> list[list[Job]]:
-    """Group jobs that differ only in beta and seed (and resume from the same epoch), in
-    order, into packs of at most ``pack_size`` (default: the jobs' train.pack_size)."""
+# How make_packs may group runs: "sweep" keeps one (dataset, condition) per pack, as a
+# Hydra sweep; "condition" mixes datasets that share the protocol (Nguyen F1-F8, say);
+# "all" mixes conditions too, on the superset architecture (kanx.kan.network.GatedKAN).
+GROUPINGS = ("sweep", "condition", "all")
+_CONDITION_ORDER = {name: i for i, name in enumerate(("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX"))}
+
+
+def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = "sweep") -> list[list[Job]]:
+    """Group jobs that can train together (RunConfig.pack_key, the same resume epoch and,
+    by ``group``, the same dataset and condition) into packs of at most ``pack_size``
+    (default: the jobs' train.pack_size). Within a group, jobs are ordered by condition
+    and dataset, so a pack cut from it mixes as few conditions as it can."""
+    if group not in GROUPINGS:
+        raise ValueError(f"group={group!r} is not one of: {', '.join(GROUPINGS)}")
+
+    def key(j: Job) -> tuple:
+        shared = (repr(j.run.pack_key()), j.resume_epoch)
+        if group == "all":
+            return shared
+        return (*shared, j.run.condition.name) if group == "condition" else (*shared, j.run.condition.name, j.run.data.name)
+
+    def order(j: Job) -> tuple:
+        return (key(j), _CONDITION_ORDER.get(j.run.condition.name, 99), j.run.data.name)
+
     packs = []
-    key = lambda j: (repr(j.run.pack_key()), j.resume_epoch)  # noqa: E731
-    for _, group in groupby(sorted(jobs, key=key), key=key):
-        group = list(group)
-        size = pack_size or group[0].run.train.pack_size
-        packs += [group[i : i + size] for i in range(0, len(group), size)]
+    for _, members in groupby(sorted(jobs, key=order), key=key):
+        members = list(members)
+        size = pack_size or members[0].run.train.pack_size
+        packs += [members[i : i + size] for i in range(0, len(members), size)]
     return packs
 
 
-def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None) -> list[dict]:
+def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep") -> list[dict]:
     """Run every job (skipping finished ones) and return the records of all of them."""
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     if len(todo) < len(jobs):
         log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
-    for pack in make_packs(todo, pack_size):
+    for pack in make_packs(todo, pack_size, group):
         train_pack(pack)
     return [R.read_state(j.run_dir).record for j in jobs]
 
@@ -160,16 +180,16 @@ _ACTIVE: dict = {}
 def save_active_checkpoint() -> int:
     """Write the checkpoint of the pack being trained, as of its last finished epoch.
     Returns the number of runs checkpointed (0 if none is training)."""
-    jobs, state = _ACTIVE.get("jobs"), _ACTIVE.get("state")
+    jobs, pack, state = _ACTIVE.get("jobs"), _ACTIVE.get("pack"), _ACTIVE.get("state")
     if not jobs or state is None:
         return 0
-    _write_checkpoints(jobs, state)
+    _write_checkpoints(jobs, pack, state)
     return len(jobs)
 
 
-def _write_checkpoints(jobs: Sequence[Job], state: dict) -> None:
+def _write_checkpoints(jobs: Sequence[Job], pack: Pack, state: dict) -> None:
     for m, job in enumerate(jobs):
-        _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": state["epoch"], "state": member_slice(state, m)})
+        _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": state["epoch"], "state": pack.member_slice(state, m)})
 
 
 def _duration(seconds: float) -> str:
@@ -203,7 +223,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         log.info(f"resuming {len(jobs)} run(s) from epoch {pack.epoch}")
 
     cfg = runs[0].train
-    name = f"{runs[0].data.name} {runs[0].condition.name} x{len(jobs)}"
+    name = f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} {'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}"
     bar = tqdm(total=cfg.epochs, initial=pack.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
     resumed_at = (pack.epoch, time.perf_counter())
@@ -214,9 +234,9 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
             open_gates = (p.model.inference_gates(p.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
         state = p.full_state()
-        _ACTIVE.update(jobs=jobs, state=state)
+        _ACTIVE.update(jobs=jobs, pack=p, state=state)
         if cfg.checkpoint_every and p.epoch % cfg.checkpoint_every == 0 and p.epoch < cfg.epochs:
-            _write_checkpoints(jobs, state)
+            _write_checkpoints(jobs, p, state)
             log.info(_progress_line(p, progress, name, cfg.epochs, resumed_at))
 
     try:
@@ -241,7 +261,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
         _save_torch(job.run_dir / R.MODEL, {
-            "model": {k: v[m].cpu() for k, v in pack.model.state_dict().items()},
+            "model": {k: v.cpu() for k, v in pack.model.member_state_dict(m).items()},
             "spec": runs[m].model, "condition": runs[m].condition, "seed": runs[m].seed, "scaling": scalings[m],
             "gate_estimator": runs[m].gate_estimator, "input_names": datasets[m].input_names, "output_names": datasets[m].output_names,
         })

@@ -1,5 +1,7 @@
-"""Training of a pack: M runs of one dataset and condition (different beta and seed) as
-one batched GatedKAN. A single run is a pack of one.
+"""Training of a pack: M runs that share the training protocol (shapes, epochs, batch size,
+warmups), trained as one batched GatedKAN. Members may differ in condition, beta, seed and
+dataset (a *mixed* pack); each follows its own condition's schedule and objective. A single
+run is a pack of one.
 
 Protocol of the paper's "Training and inference" and Methods "Experimental details":
 Adam (lr 1e-3, no weight decay) on coefficients and gates; minibatches; beta = 0 until the
@@ -21,7 +23,6 @@ from dataclasses import dataclass
 import torch
 
 from kanx.config import RunConfig, TrainConfig
-from kanx.kan.gates import gumbel_softmax
 from kanx.kan.network import Condition, GatedKAN, member_generators
 from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
 from kanx.kan.structure import model_structure
@@ -88,6 +89,15 @@ class Progress:
     alive: torch.Tensor  # (M,) bool
 
 
+def member_grid_updates(train: TrainConfig, conditions: Sequence[Condition]) -> dict[int, torch.Tensor]:
+    """Epoch -> bool (M,) of the members whose grid_update_epochs() include it."""
+    schedule: dict[int, torch.Tensor] = {}
+    for m, condition in enumerate(conditions):
+        for epoch in grid_update_epochs(train, condition):
+            schedule.setdefault(epoch, torch.zeros(len(conditions), dtype=torch.bool))[m] = True
+    return schedule
+
+
 class Pack:
     """M runs trained together. Parameters, data and noise all carry the member axis."""
 
@@ -95,41 +105,65 @@ class Pack:
         """x_train (M, N, n_0), y_train (M, N, n_L): each member's training data, already
         scaled for the model."""
         first = runs[0]
-        assert all(r.pack_key() == first.pack_key() for r in runs), "a pack holds runs that differ only in beta and seed"
-        self.runs, self.train_cfg, self.condition = list(runs), first.train, first.condition
+        assert all(r.pack_key() == first.pack_key() for r in runs), "a pack holds runs that share the training protocol (RunConfig.pack_key)"
+        self.runs, self.train_cfg = list(runs), first.train
+        self.conditions = [r.condition for r in runs]
         self.device, self.M = device, len(runs)
         seeds = [r.seed for r in runs]
-        self.model = GatedKAN(first.model, first.condition, seeds).to(device)
+        self.model = GatedKAN(first.model, self.conditions, seeds).to(device)
+        self.condition = self.model.condition  # the superset of the members' conditions
         self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
         self.beta = torch.tensor([r.beta for r in runs], dtype=torch.float32, device=device)
+        # L_C enters the loss of members with E or X only (beta acts through their gates).
+        self.uses_lc = torch.tensor([c.edge_gates or c.exits for c in self.conditions], device=device)
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, self.train_cfg.batch_size)
         self.costs, self.estimator = first.costs, first.gate_estimator
         self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr)
         self.generators = member_generators(seeds, stream=1)
+        self.noise_slots = self._noise_slots()
         self.alive = torch.ones(self.M, dtype=torch.bool)
-        self.grid_epochs = grid_update_epochs(self.train_cfg, self.condition)
+        self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
         self.epoch = 0  # the next epoch to run
         self.steps = 0
         self.train_seconds = 0.0
 
     # ---------------------------------------------------------------- one epoch
+    def _noise_slots(self) -> list[torch.Tensor] | None:
+        """Where each member's own noise goes in the pack's noise vector [gate noise per
+        edge | exit noise per layer]: a member draws the noise its own condition needs, in
+        its own layout, so its draws never depend on what other members need. None when
+        every member has the pack's layout."""
+        if not self.model.mixed:
+            return None
+        n_gate = self.model.n_edges if self.condition.edge_gates else 0
+        slots = []
+        for c in self.conditions:
+            gate = self.model.flat_index(c) if c.edge_gates else torch.zeros(0, dtype=torch.long)
+            exits = n_gate + torch.arange(self.model.L) if c.exits else torch.zeros(0, dtype=torch.long)
+            slots.append(torch.cat([gate, exits]))
+        return slots
+
     def _epoch_noise(self, n_batches: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's minibatch order and uniform noise for a whole epoch, from its own
         generator, in one draw per member (not one per step)."""
         N = self.x.shape[1]
         n_noise = (self.model.n_edges if self.condition.edge_gates else 0) + (self.model.L if self.condition.exits else 0)
         perms, noise = [], []
-        for g in self.generators:
+        for m, g in enumerate(self.generators):
             perms.append(torch.randperm(N, generator=g))
-            noise.append(torch.rand(n_batches, n_noise, generator=g))
+            if self.noise_slots is None:
+                noise.append(torch.rand(n_batches, n_noise, generator=g))
+            else:
+                own = torch.rand(n_batches, len(self.noise_slots[m]), generator=g)
+                noise.append(torch.full((n_batches, n_noise), 0.5).index_copy_(1, self.noise_slots[m], own))
         return torch.stack(perms).to(self.device), torch.stack(noise, dim=1).to(self.device)  # (M, N), (n_batches, M, n_noise)
 
     def run_epoch(self) -> Progress:
         epoch, cfg, model = self.epoch, self.train_cfg, self.model
         model.fc_enabled = self.condition.forward and fc_active(epoch, cfg.fc_warmup)
         if epoch in self.grid_epochs:
-            model.update_grid(self.x, self.alive)
+            model.update_grid(self.x, self.alive & self.grid_epochs[epoch])
         beta = self.beta * float(beta_active(epoch, cfg.warmup))
         tau = tau_x(epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
 
@@ -146,10 +180,11 @@ class Pack:
             # sample gates -> forward -> loss
             gates = model.sample_gates(u[:, :n_gate] if n_gate else None)
             out = model(xb, gates)  # (M, E, B, P)
-            eta = gumbel_softmax(model.exit_logits, u[:, n_gate:], tau) if self.condition.exits else None
+            eta = model.exit_weights(u[:, n_gate:], tau)
             loss = data_loss(out, yb, eta)
             if self.condition.edge_gates or self.condition.exits:
-                loss = total_loss(loss, complexity(model, self.costs), beta, self.scale)
+                with_lc = total_loss(loss, complexity(model, self.costs), beta, self.scale)
+                loss = torch.where(self.uses_lc, with_lc, loss) if model.mixed else with_lc
             # backward -> step
             self.optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()  # members share nothing, so each gets its own gradient
@@ -217,21 +252,46 @@ class Pack:
 
     def member_state(self, m: int) -> dict:
         """Member m's slice of the state now."""
-        return member_slice(self.full_state(), m)
+        return self.member_slice(self.full_state(), m)
+
+    def member_slice(self, state: dict, m: int) -> dict:
+        """Member m's slice of a full_state(), in the layout of a model of its own condition
+        (what its checkpoint file holds, so it resumes in a pack of any make-up).
+        ``optimizer`` is keyed by the position of the parameter in that model."""
+        model, names = self.model, [n for n, _ in self.model.named_parameters()]
+        optimizer = {}
+        for j, name in enumerate(model.member_names(m, params_only=True)):
+            st = state["optimizer"].get(names.index(name))
+            if st:
+                optimizer[j] = {"step": st["step"].cpu(), **{k: model.member_tensor(name, st[k], m).cpu() for k in ("exp_avg", "exp_avg_sq")}}
+        return {
+            "epoch": state["epoch"],
+            "steps": state["steps"],
+            "train_seconds": state["train_seconds"],
+            "alive": bool(state["alive"][m]),
+            "model": {name: model.member_tensor(name, state["model"][name], m).cpu() for name in model.member_names(m)},
+            "optimizer": optimizer,
+            "rng": state["rng"][m],
+        }
 
     def load_member_states(self, states: Sequence[dict]) -> None:
-        """Resume from per-member checkpoints taken at the same epoch."""
+        """Resume from per-member checkpoints (member_slice) taken at the same epoch."""
         epochs = {s["epoch"] for s in states}
         assert len(epochs) == 1, f"members of a pack resume from one epoch, got {sorted(epochs)}"
-        self.model.load_state_dict({k: torch.stack([s["model"][k] for s in states]).to(self.device) for k in states[0]["model"]})
-        params = self.optimizer.param_groups[0]["params"]
-        for i, p in enumerate(params):
-            if i in states[0]["optimizer"]:
-                self.optimizer.state[p] = {
-                    "step": states[0]["optimizer"][i]["step"].clone(),
-                    "exp_avg": torch.stack([s["optimizer"][i]["exp_avg"] for s in states]).to(self.device),
-                    "exp_avg_sq": torch.stack([s["optimizer"][i]["exp_avg_sq"] for s in states]).to(self.device),
-                }
+        model = self.model
+        for m, s in enumerate(states):
+            model.load_member_state_dict(m, s["model"])
+        steps = [st["step"] for s in states for st in s["optimizer"].values()]
+        if steps:  # Adam's step count is the pack's number of steps, the same for every parameter
+            for p in self.optimizer.param_groups[0]["params"]:
+                self.optimizer.state[p] = {"step": steps[0].clone(), "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+            params = dict(model.named_parameters())
+            for m, s in enumerate(states):
+                for j, name in enumerate(model.member_names(m, params_only=True)):
+                    if j in s["optimizer"]:
+                        st = self.optimizer.state[params[name]]
+                        for k in ("exp_avg", "exp_avg_sq"):
+                            model.set_member_tensor(name, st[k], m, s["optimizer"][j][k])
         for g, s in zip(self.generators, states, strict=True):
             g.set_state(s["rng"])
         self.alive = torch.tensor([s["alive"] for s in states])
@@ -239,18 +299,3 @@ class Pack:
         self.train_seconds = max(s["train_seconds"] for s in states)
         self.model.fc_enabled = self.condition.forward and fc_active(self.epoch, self.train_cfg.fc_warmup)
 
-
-def member_slice(state: dict, m: int) -> dict:
-    """Member m's slice of a pack's full state: what its checkpoint file holds."""
-    return {
-        "epoch": state["epoch"],
-        "steps": state["steps"],
-        "train_seconds": state["train_seconds"],
-        "alive": bool(state["alive"][m]),
-        "model": {k: v[m].cpu() for k, v in state["model"].items()},
-        "optimizer": {
-            i: {"step": st["step"].cpu(), "exp_avg": st["exp_avg"][m].cpu(), "exp_avg_sq": st["exp_avg_sq"][m].cpu()}
-            for i, st in state["optimizer"].items()
-        },
-        "rng": state["rng"][m],
-    }

@@ -43,16 +43,17 @@ def _checked(predict: Predict, n_outputs: int) -> Predict:
 
 
 def _check_same_kind(datasets: Sequence[Dataset]) -> Dataset:
-    """The first dataset, after checking all members share name, sizes and rollout plan."""
+    """The first dataset, after checking all members share sizes and rollout plan (a mixed
+    pack's members may train on different datasets of one shape)."""
     if not datasets:
         raise ValueError("evaluate_members needs at least one dataset")
     first = datasets[0]
 
     def kind(d: Dataset):
-        return (d.name, d.n_train, d.n_test, d.n_inputs, d.n_outputs, d.dynamical, d.horizon, d.rollout_starts)
+        return (d.n_train, d.n_test, d.n_inputs, d.n_outputs, d.dynamical, d.horizon, d.rollout_starts)
 
     if any(kind(d) != kind(first) for d in datasets):
-        raise ValueError("evaluate_members needs datasets that differ only in data_seed (same name, sizes and rollouts)")
+        raise ValueError("evaluate_members needs datasets of one shape (same sizes and rollouts)")
     return first
 
 

@@ -70,14 +70,21 @@ def complexity(model: GatedKAN, costs: Costs = Costs()) -> torch.Tensor:
     With X, Eq. (reachability-mdl-compact):
         L_C = sum_{l=0}^{L-2} (sum_{k>l} pi_k) C_l + sum_{l=0}^{L-1} pi_l C^h_l + c^x (L-1),
     the expected description length of the inference path under the exit distribution pi
-    plus the cost of the exit gate's L-1 free parameters.
+    plus the cost of the exit gate's L-1 free parameters. In a mixed pack each member gets
+    its own condition's formula.
     """
     trunk, heads = layer_complexities(model, costs)
     if not model.condition.exits:
         return trunk.sum(-1)
     pi = model.exit_probs()  # (M, L)
     reach = 1.0 - torch.cumsum(pi, dim=-1)[:, :-1]  # sum_{k>l} pi_k for l = 0..L-2
-    return (reach * trunk).sum(-1) + (pi * heads).sum(-1) + costs.exit * (model.L - 1)
+    with_exits = (reach * trunk).sum(-1) + (pi * heads).sum(-1) + costs.exit * (model.L - 1)
+    if not model.mixed:
+        return with_exits
+    # Members without X: the final layer is trunk layer L-1, nodes included (their other
+    # heads are masked, so heads[:, -1] is the final layer's edges).
+    plain = torch.cat([trunk, model.n_out * costs.node + heads[:, -1:]], dim=-1).sum(-1)
+    return torch.where(model.has_x, with_exits, plain)
 
 
 def complexity_scale(mode: str, n_train: int, batch_size: int) -> float:

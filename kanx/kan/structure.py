@@ -170,25 +170,30 @@ def _component_labels(edges: list[tuple[int, int]]) -> list[int]:
 
 
 def _member_masks(model: GatedKAN, estimator: str) -> tuple[list, list[int]]:
-    """Open-edge masks per stage (M, I_k, O_k) with forward connections on, as at the end
-    of training (deterministic gates), and the argmax exit of every member."""
+    """Every member's open-edge masks per stage (I_k, O_k), in the layout of a model of its
+    own condition, with forward connections on, as at the end of training (deterministic
+    gates), and the argmax exit of every member."""
     fc = model.fc_enabled
     model.fc_enabled = model.condition.forward
     try:
-        gates = model.split_edges(model.inference_gates(estimator) > 0)
+        gates = [g.cpu().numpy() for g in model.split_edges(model.inference_gates(estimator) > 0)]
     finally:
         model.fc_enabled = fc
-    return [g.cpu().numpy() for g in gates], model.selected_exit().tolist()
+    masks = []
+    for m, c in enumerate(model.conditions):
+        blocks = [model.stage_block(k, c) for k in range(model.L)]
+        masks.append([g[m][rows, cols] for g, (rows, cols) in zip(gates, blocks, strict=True)])
+    return masks, model.selected_exit().tolist()
 
 
 def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Structure]:
     """Structure of every member of a trained model (forward connections on, as at the
     end of training; deterministic gates; the argmax exit)."""
-    gates, exits = _member_masks(model, estimator)
-    return [trace(model.width, model.condition.forward, [g[m] for g in gates], exits[m]) for m in range(model.M)]
+    masks, exits = _member_masks(model, estimator)
+    return [trace(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.conditions)]
 
 
 def model_edge_roles(model: GatedKAN, estimator: str = "threshold") -> list[EdgeRoles]:
     """edge_roles() of every member, under the same conditions as model_structure()."""
-    gates, exits = _member_masks(model, estimator)
-    return [edge_roles(model.width, model.condition.forward, [g[m] for g in gates], exits[m]) for m in range(model.M)]
+    masks, exits = _member_masks(model, estimator)
+    return [edge_roles(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.conditions)]
