@@ -1,0 +1,405 @@
+"""`python -m kanx.status RESULTS_ROOT` (or `kanx-status`): where every sweep below a results
+root stands, and how long the rest will take.
+
+    python -m kanx.status outputs/paper          # one line per sweep, then the total
+    python -m kanx.status outputs/paper --runs   # ... and every run that is not finished
+
+A sweep is a folder <dataset>/<condition>/<tag> of run folders `beta=..,seed=..`. Each run
+counts once, as the first of these that fits:
+
+    ok, collapsed, diverged, failed   its record (with its `done` marker) says so
+    running                           its folder holds a file named `lock`
+    checkpointed                      a checkpoint.pt (shown with the epochs it holds: 3@500)
+    missing                           expected, but nothing usable on disk
+
+Expected runs: the betas and seeds of the sweep's config. Read from the `multirun.yaml` Hydra
+writes into the sweep folder (the command line's beta=... seed=... or the config's sweep:
+the dataset's beta list for gated conditions, beta 0 for Baseline and F, seeds 0-9); without
+one, from the resolved config of a record in the folder (beta list, seeds 0-9); run folders
+found on disk always count. A multirun that swept other keys too (dataset=a,b) spreads over
+several folders, so its multirun.yaml says nothing about one folder: the records decide.
+
+ETA: the steps left (epochs left x batches per epoch, one pack of up to train.pack_size runs
+at a time, a checkpointed run from its epoch) at the median pack step rate of the sweep's
+records (timing.steps_per_s; else of the same dataset and condition elsewhere in the root),
+sweeps one after another. Failed runs count as left: the next invocation retries them.
+
+Reads only files; imports torch only to read the epoch of a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+from kanx import records as R
+
+LOCK = "lock"
+MULTIRUN = "multirun.yaml"
+STATES = ("ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing")
+LEFT = ("failed", "running", "checkpointed", "missing")  # what the next invocation trains
+DEFAULT_SEEDS = tuple(range(10))  # conf/config.yaml: hydra.sweeper.params.seed = range(0,10)
+UNGATED = ("Baseline", "F")  # no beta sweep: seeds only, at beta 0
+_RUN_DIR = re.compile(r"beta=(?P<beta>[^,/]+),seed=(?P<seed>\d+)")
+
+
+def canonical_beta(value) -> float:
+    """Beta as written by any writer (0.001, '1e-3', '0.0010') compared as one number."""
+    return float(f"{float(value):.12g}")
+
+
+@dataclass
+class Run:
+    beta: float
+    seed: int
+    state: str
+    epoch: int | None = None  # of the checkpoint, where there is one
+    path: Path | None = None
+
+
+@dataclass
+class Sweep:
+    path: str  # relative to the root
+    dataset: str
+    condition: str
+    tag: str
+    runs: list[Run]
+    expected_from: str  # "multirun.yaml", "record config" or "runs on disk"
+    eta_s: float | None = None
+    counts: dict = field(default_factory=dict)
+    records: list = field(default_factory=list, repr=False)  # the finished runs' records
+    multirun: Path | None = field(default=None, repr=False)  # the multirun.yaml of its jobs
+
+    def __post_init__(self) -> None:
+        self.counts = {s: sum(r.state == s for r in self.runs) for s in STATES}
+
+    @property
+    def left(self) -> int:
+        return sum(self.counts[s] for s in LEFT)
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def checkpoint_epoch(run_dir: Path) -> int | None:
+    """The epoch a checkpoint holds (None if it cannot be read)."""
+    import torch  # only here: the rest of the status reads JSON and YAML
+
+    try:
+        return int(torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=False)["epoch"])
+    except Exception:
+        return None
+
+
+def run_state(run_dir: Path) -> tuple[str, int | None, dict | None]:
+    """(state, checkpoint epoch, record) of one run folder."""
+    state = R.read_state(run_dir)
+    if state.status in ("done", "failed"):
+        return str(state.record.get("status", "ok")), None, state.record
+    has_checkpoint = (run_dir / R.CHECKPOINT).exists()
+    epoch = checkpoint_epoch(run_dir) if has_checkpoint else None
+    if (run_dir / LOCK).exists():
+        return "running", epoch, None
+    if has_checkpoint:
+        return "checkpointed", epoch, None
+    return "missing", None, None
+
+
+def find_sweeps(root: Path) -> dict[Path, list[Path]]:
+    """Sweep folder -> its run folders (a folder named beta=..,seed=.., or holding a record,
+    checkpoint or lock); folders holding a multirun.yaml are sweeps even before any run."""
+    sweeps: dict[Path, list[Path]] = {}
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        if MULTIRUN in files:
+            sweeps.setdefault(here, [])
+        if here != root and (_RUN_DIR.fullmatch(here.name) or {R.RECORD, R.CHECKPOINT, LOCK} & set(files)):
+            sweeps.setdefault(here.parent, []).append(here)
+            dirs[:] = []  # a run folder holds no sweep (only .hydra and its files)
+        dirs.sort()
+    return sweeps
+
+
+def _beta_list(condition: dict, dataset: dict) -> list[float] | None:
+    """kanx.config.beta_sweep: the dataset's betas for gated conditions, else beta 0."""
+    if not isinstance(condition, dict) or not isinstance(dataset, dict):
+        return None
+    if not (condition.get("edge_gates") or condition.get("exits")):
+        return [0.0]
+    betas = dataset.get("betas")
+    if not isinstance(betas, list) or not all(isinstance(b, int | float) for b in betas):
+        return None
+    return [canonical_beta(b) for b in betas]
+
+
+@dataclass(frozen=True)
+class Multirun:
+    """What a multirun.yaml says about the one sweep folder its jobs write to."""
+
+    source: Path  # the multirun.yaml
+    folder: Path  # the jobs' sweep folder (may differ from the yaml's: see multirun_plan)
+    betas: tuple[float, ...]
+    seeds: tuple[int, ...]
+
+
+def multirun_plan(path: Path) -> Multirun | None:
+    """The sweep folder, betas and seeds of the multirun whose multirun.yaml is ``path``: the
+    sweeper's params, then the command line over them, as Hydra's basic sweeper combines them.
+    None where it cannot tell: unreadable, or keys other than beta and seed swept (its jobs
+    spread over several folders).
+
+    Hydra writes multirun.yaml into the folder of the command line as typed, but each job's
+    tag holds its overrides as Hydra re-prints them (`...=false` becomes `...=False`), so the
+    jobs' folder is computed here the way Hydra computes it for the jobs."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        cfg = yaml.safe_load(path.read_text())
+        hydra = cfg["hydra"]
+        params = hydra.get("sweeper", {}).get("params") or {}
+        task = hydra.get("overrides", {}).get("task") or []
+        dirname = hydra["job"]["config"]["override_dirname"]
+        exclude, item_sep, kv_sep = set(dirname.get("exclude_keys") or []), dirname.get("item_sep", ","), dirname.get("kv_sep", "=")
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None
+    values: dict[str, list[str]] = {}
+    lines = [f"{k}={v}" for k, v in params.items() if "${" not in str(v)] + list(task)
+    try:
+        parsed = OverridesParser.create().parse_overrides(lines)
+        for o in parsed:
+            values[o.get_key_element()] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        keys = {o.get_key_element(): o.key_or_group for o in parsed}
+    except Exception:  # a sweep Hydra's basic sweeper cannot expand either
+        return None
+    if any(len(v) > 1 for k, v in values.items() if keys[k] not in ("beta", "seed")):
+        return None
+    tag = item_sep.join(sorted(f"{k}={v[0]}" for k, v in values.items() if keys[k] not in exclude)).replace("=", kv_sep)
+    try:
+        betas = [canonical_beta(b) for b in values["beta"]] if "beta" in values else _beta_list(cfg.get("condition") or {}, cfg.get("dataset") or {})
+        seeds = [int(x) for x in values["seed"]] if "seed" in values else list(DEFAULT_SEEDS)
+    except (ValueError, TypeError):
+        return None
+    if betas is None:
+        return None
+    return Multirun(path, path.parent.parent / (tag or "default"), tuple(betas), tuple(seeds))
+
+
+def expected_grid(plan: Multirun | None, records: list[dict]) -> tuple[set[tuple[float, int]], str]:
+    if plan is not None:
+        return {(b, s) for b in plan.betas for s in plan.seeds}, MULTIRUN
+    for record in records:
+        config = record.get("config") or {}
+        betas = _beta_list(config.get("condition") or {}, config.get("dataset") or {}) if config.get("dataset") else None
+        if betas is not None:
+            return {(b, s) for b in betas for s in DEFAULT_SEEDS}, "record config"
+    return set(), "runs on disk"
+
+
+# ---------------------------------------------------------------------------- ETA
+
+
+def _protocol(records: list[dict], multirun: Path | None) -> tuple[int, int, int] | None:
+    """(epochs, batches per epoch, pack size) from a record, else from the multirun.yaml."""
+    for record in records:
+        train = (record.get("config") or {}).get("train") or {}
+        try:
+            return int(train["epochs"]), math.ceil(int(record["n_train"]) / int(train["batch_size"])), int(train.get("pack_size") or 70)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue
+    try:
+        cfg = yaml.safe_load(multirun.read_text())
+        train = cfg["train"]
+        return int(train["epochs"]), math.ceil(int(cfg["dataset"]["n_train"]) / int(train["batch_size"])), int(train.get("pack_size") or 70)
+    except Exception:
+        return None
+
+
+def _rate(records: Iterable[dict]) -> float | None:
+    rates = [r["timing"]["steps_per_s"] for r in records if isinstance((r.get("timing") or {}).get("steps_per_s"), int | float) and r["timing"]["steps_per_s"] > 0]
+    return statistics.median(rates) if rates else None
+
+
+def eta_seconds(runs: list[Run], protocol: tuple[int, int, int] | None, rate: float | None) -> float | None:
+    """Seconds to train the runs left: packs of up to pack_size runs that start at the same
+    epoch (as kanx.runner packs them), each (epochs - start) x batches steps at ``rate``."""
+    left = [r for r in runs if r.state in LEFT]
+    if not left:
+        return 0.0
+    if protocol is None or rate is None:
+        return None
+    epochs, batches, pack_size = protocol
+    starts: dict[int, int] = {}
+    for r in left:
+        start = r.epoch if r.state in ("checkpointed", "running") and r.epoch is not None else 0
+        starts[start] = starts.get(start, 0) + 1
+    steps = sum(math.ceil(n / pack_size) * max(epochs - e, 0) * batches for e, n in starts.items())
+    return steps / rate
+
+
+# ---------------------------------------------------------------------------- the status
+
+
+def collect(root: str | Path) -> list[Sweep]:
+    """Every sweep below ``root`` with its runs' states and ETA, in registry order."""
+    from kanx.analyze.registry import CONDITIONS, dataset_rank
+
+    root = Path(root)
+    found = []
+    sweeps = find_sweeps(root)
+    plans: dict[Path, Multirun] = {}
+    for folder in [f for f in sweeps if (f / MULTIRUN).is_file()]:
+        plan = multirun_plan(folder / MULTIRUN)
+        if plan is None:
+            continue
+        if sweeps[folder]:  # jobs wrote here: the yaml is theirs, wherever Hydra's tag says
+            plans[folder] = replace(plan, folder=folder)
+        elif plan.folder != folder:  # only the yaml is here: its jobs write to plan.folder
+            del sweeps[folder]
+            sweeps.setdefault(plan.folder, [])
+            plans.setdefault(plan.folder, plan)
+        else:
+            plans[folder] = plan
+    for sweep_dir, run_dirs in sweeps.items():
+        runs, records = [], []
+        for run_dir in sorted(run_dirs):
+            state, epoch, record = run_state(run_dir)
+            if record is not None:
+                records.append(record)
+                beta, seed = record.get("beta"), record.get("seed")
+            else:
+                m = _RUN_DIR.fullmatch(run_dir.name)
+                beta, seed = (m["beta"], m["seed"]) if m else (None, None)
+            try:
+                runs.append(Run(canonical_beta(beta or 0.0), int(seed), state, epoch, run_dir))
+            except (TypeError, ValueError):
+                continue  # a folder that names no run
+        rel = sweep_dir.relative_to(root).as_posix() if sweep_dir != root else "."
+        parts = rel.split("/")
+        dataset = str(records[0]["dataset"]) if records else (parts[-3] if len(parts) >= 3 else "?")
+        condition = str(records[0]["condition"]) if records else (parts[-2] if len(parts) >= 2 else "?")
+        if not records and sweep_dir in plans:
+            try:
+                cfg = yaml.safe_load((plans[sweep_dir].source).read_text())
+                dataset, condition = str(cfg["dataset"]["name"]), str(cfg["condition"]["name"])
+            except Exception:
+                pass
+        expected, source = expected_grid(plans.get(sweep_dir), records)
+        if condition in UNGATED:
+            expected = {(0.0, s) for _, s in expected}
+        on_disk = {(r.beta, r.seed) for r in runs}
+        runs += [Run(b, s, "missing") for b, s in sorted(expected - on_disk)]
+        runs.sort(key=lambda r: (r.beta, r.seed))
+        found.append(Sweep(rel, dataset, condition, sweep_dir.name, runs, source if expected else "runs on disk", records=records,
+                           multirun=plans[sweep_dir].source if sweep_dir in plans else None))
+
+    for sweep in found:
+        rate = _rate(sweep.records)
+        if rate is None:  # the same dataset and condition elsewhere (another tag)
+            rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition) for r in s.records)
+        sweep.eta_s = eta_seconds(sweep.runs, _protocol(sweep.records, sweep.multirun), rate)
+    rank = {c: i for i, c in enumerate(CONDITIONS)}
+    return sorted(found, key=lambda s: (dataset_rank(s.dataset), rank.get(s.condition, len(rank)), s.condition, s.path))
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 1:
+        return "-" if seconds == 0 else "<1s"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _checkpointed(runs: list[Run], state: str) -> str:
+    mine = [r for r in runs if r.state == state]
+    if not mine:
+        return "0"
+    epochs = sorted({r.epoch for r in mine if r.epoch is not None})
+    if not epochs:
+        return str(len(mine))
+    at = str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
+    return f"{len(mine)}@{at}"
+
+
+def format_table(sweeps: list[Sweep]) -> str:
+    header = ["sweep", "expected", "ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing", "ETA", "expected from"]
+    rows = []
+    for s in sweeps:
+        c = s.counts
+        rows.append([s.path, str(len(s.runs)), str(c["ok"]), str(c["collapsed"]), str(c["diverged"]), str(c["failed"]),
+                     _checkpointed(s.runs, "running"), _checkpointed(s.runs, "checkpointed"), str(c["missing"]), duration(s.eta_s), s.expected_from])
+    total = {k: sum(s.counts[k] for s in sweeps) for k in STATES}
+    etas = [s.eta_s for s in sweeps]
+    eta = None if any(e is None for e in etas) else sum(etas)
+    unknown = sum(e is None for e in etas)
+    rows.append(["all", str(sum(len(s.runs) for s in sweeps)), *(str(total[k]) for k in STATES[:-1]), str(total["missing"]), duration(eta), ""])
+    notes = ["running / checkpointed: n@epoch (the epochs their checkpoints hold)",
+             "ETA: the runs left (failed ones are retried) at the recorded pack step rate, sweeps one after another"]
+    if unknown:
+        notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s)")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(v.ljust(w) if i in (0, len(header) - 1) else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()  # noqa: E731
+    return "\n".join([line(header), *(line(r) for r in rows[:-1]), "-" * len(line(header)), line(rows[-1]), "", *notes])
+
+
+def format_runs(sweeps: list[Sweep], root: Path) -> str:
+    """Every run that is not finished, by sweep."""
+    lines = []
+    for s in sweeps:
+        left = [r for r in s.runs if r.state in LEFT]
+        if not left:
+            continue
+        lines.append(f"{s.path}:")
+        for r in left:
+            at = f" at epoch {r.epoch}" if r.epoch is not None else ""
+            lines.append(f"  beta={r.beta:g} seed={r.seed}: {r.state}{at}")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m kanx.status", description=__doc__.split("\n")[0].strip("`"))
+    parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="the results_root of the sweeps (e.g. outputs)")
+    parser.add_argument("--runs", action="store_true", help="also list every run that is not finished")
+    parser.add_argument("--json", action="store_true", help="print the status as JSON instead of a table")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if not args.root.is_dir():
+        print(f"error: {args.root} is not a folder", file=sys.stderr)
+        return 2
+    sweeps = collect(args.root)
+    if not sweeps:
+        print(f"no sweeps below {args.root} (no beta=..,seed=.. run folder, record, checkpoint or multirun.yaml)")
+        return 1
+    if args.json:
+        out = [{"sweep": s.path, "dataset": s.dataset, "condition": s.condition, "tag": s.tag, "expected": len(s.runs),
+                "expected_from": s.expected_from, **s.counts, "eta_s": s.eta_s,
+                "runs": [{"beta": r.beta, "seed": r.seed, "state": r.state, "epoch": r.epoch} for r in s.runs]} for s in sweeps]
+        print(json.dumps(out, indent=1))
+        return 0
+    print(format_table(sweeps))
+    if args.runs:
+        text = format_runs(sweeps, args.root)
+        print("\n" + (text or "every run is finished"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""`python -m kanx.status ROOT`: counts per sweep against the runs its config expects, and ETA."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kanx.status import collect, eta_seconds, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_run(folder: Path, status: str | None = "ok", config: dict | None = None, epoch: int | None = None, lock: bool = False,
+              steps_per_s: float = 50.0, n_train: int = 100, **fields) -> Path:
+    """A run folder by hand: a finished record (status), a checkpoint at ``epoch``, a lock."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if status is not None:
+        record = {"schema_version": 1, "dataset": "concrete", "condition": "E", "status": status, "n_train": n_train,
+                  "metrics": {}, "timing": {"steps_per_s": steps_per_s, "pack_size": 4}, "config": config or {}, **fields}
+        (folder / "record.json").write_text(json.dumps(record))
+        (folder / "done").write_text("")
+    if epoch is not None:
+        torch.save({"config_hash": "x", "epoch": epoch, "state": {}}, folder / "checkpoint.pt")
+    if lock:
+        (folder / "lock").write_text("")
+    return folder
+
+
+def config(condition: str, edge_gates: bool, betas=(0.0, 0.1), epochs: int = 100) -> dict:
+    return {"condition": {"name": condition, "edge_gates": edge_gates, "forward": False, "exits": False},
+            "dataset": {"name": "concrete", "betas": list(betas)}, "train": {"epochs": epochs, "batch_size": 10, "pack_size": 70}}
+
+
+def test_counts_and_eta_from_the_records_configs(tmp_path, capsys):
+    sweep = tmp_path / "concrete" / "E" / "default"
+    cfg = config("E", True)
+    write_run(sweep / "beta=0.0,seed=0", "ok", cfg, beta=0.0, seed=0)
+    write_run(sweep / "beta=0.0,seed=1", "collapsed", cfg, beta=0.0, seed=1)
+    write_run(sweep / "beta=0.1,seed=0", "diverged", cfg, beta=0.1, seed=0)
+    write_run(sweep / "beta=0.1,seed=1", "failed", cfg, beta=0.1, seed=1, timing=None)
+    write_run(sweep / "beta=0.1,seed=2", None, epoch=50)  # checkpointed, no record yet
+    write_run(sweep / "beta=0.1,seed=3", None, epoch=70, lock=True)  # running
+    write_run(sweep / "beta=0.1,seed=4", None)  # a folder with nothing in it yet: missing
+    # Baseline: seeds only, at beta 0 (its record's config has no gate)
+    base = tmp_path / "concrete" / "Baseline" / "default"
+    for seed in range(10):
+        write_run(base / f"beta=0.0,seed={seed}", "ok", config("Baseline", False), beta=0.0, seed=seed, condition="Baseline")
+
+    sweeps = {s.path: s for s in collect(tmp_path)}
+    assert list(sweeps) == ["concrete/Baseline/default", "concrete/E/default"]  # registry order
+    assert sweeps["concrete/Baseline/default"].counts["ok"] == 10 and len(sweeps["concrete/Baseline/default"].runs) == 10
+    e = sweeps["concrete/E/default"]
+    assert e.expected_from == "record config" and len(e.runs) == 20  # betas (0, 0.1) x default seeds 0-9
+    assert e.counts == {"ok": 1, "collapsed": 1, "diverged": 1, "failed": 1, "running": 1, "checkpointed": 1, "missing": 14}
+    assert [r.epoch for r in e.runs if r.state in ("checkpointed", "running")] == [50, 70]
+    # Left: failed + 14 missing from epoch 0 (one pack of 15), one from 50, one from 70; 10 batches an epoch,
+    # at the median recorded rate of 50 pack steps/s.
+    assert e.eta_s == pytest.approx((100 * 10 + 50 * 10 + 30 * 10) / 50.0)
+    assert sweeps["concrete/Baseline/default"].eta_s == 0
+
+    assert main([str(tmp_path), "--runs"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("concrete/E/default"))
+    assert line.split() == ["concrete/E/default", "20", "1", "1", "1", "1", "1@70", "1@50", "14", "36s", "record", "config"]
+    assert "  beta=0.1 seed=2: checkpointed at epoch 50" in out and "  beta=0.1 seed=1: failed" in out
+    assert "  beta=0 seed=2: missing" in out
+
+
+def test_eta_packs_runs_by_their_start_epoch():
+    from kanx.status import Run
+
+    runs = [Run(0.0, s, "missing") for s in range(5)] + [Run(0.1, 0, "checkpointed", 40), Run(0.1, 1, "ok")]
+    assert eta_seconds(runs, (100, 3, 2), 10.0) == pytest.approx((3 * 100 * 3 + 60 * 3) / 10.0)  # 5 runs: 3 packs of <= 2
+    assert eta_seconds(runs, (100, 3, 2), None) is None
+    assert eta_seconds([Run(0.0, 0, "ok")], None, None) == 0.0
+
+
+def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
+    """A tiny sweep through the CLI (seed=0,1,2 of beta 0, 0.1: 6 runs), then one run failed,
+    one deleted, one turned into a checkpoint and one locked. The override
+    dataset.standardize_targets=false is written by Hydra as ...=False in the jobs' folder,
+    while multirun.yaml lands in the ...=false folder: the status pairs them up."""
+    args = ["+condition=E", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1,2", "train.epochs=2", "train.warmup=1",
+            "dataset.n_train=64", "dataset.n_test=32", "train.batch_size=32", "train.compile=false", "dataset.standardize_targets=false", "-m"]
+    done = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    tag = "dataset.n_test=32,dataset.n_train=64,dataset.standardize_targets=False,train.batch_size=32,train.compile=False,train.epochs=2,train.warmup=1"
+    sweep = tmp_path / "sin_xy2" / "E" / tag.replace(",train.compile=False", "")
+    assert len(list(sweep.glob("*/done"))) == 6, sorted(p.name for p in (tmp_path / "sin_xy2" / "E").iterdir())
+
+    record = json.loads((sweep / "beta=0.1,seed=1" / "record.json").read_text())
+    (sweep / "beta=0.1,seed=1" / "record.json").write_text(json.dumps({**record, "status": "failed"}))
+    shutil.rmtree(sweep / "beta=0.1,seed=2")
+    for name in ("record.json", "done", "model.pt"):
+        (sweep / "beta=0.0,seed=2" / name).unlink()
+    torch.save({"config_hash": record["config_hash"], "epoch": 1, "state": {}}, sweep / "beta=0.0,seed=2" / "checkpoint.pt")
+    for name in ("record.json", "done", "model.pt"):
+        (sweep / "beta=0.0,seed=1" / name).unlink()
+    (sweep / "beta=0.0,seed=1" / "lock").write_text("")  # a run that holds its lock, before its first checkpoint
+
+    sweeps = collect(tmp_path)
+    assert [s.path for s in sweeps] == [sweep.relative_to(tmp_path).as_posix()]  # not the yaml-only ...=false folder
+    s = sweeps[0]
+    assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "multirun.yaml")
+    assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "checkpointed": 1, "missing": 1}
+    assert s.eta_s is not None and s.eta_s > 0  # from the records' own step rate
