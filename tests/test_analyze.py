@@ -43,6 +43,7 @@ from kanx.analyze import (
     seed_medians,
 )
 from kanx.analyze.__main__ import main
+from kanx.analyze.figures import pareto_figure, pareto_runs
 from kanx.analyze.published import PAPER_HV
 from kanx.analyze.registry import CONDITIONS, GATED, family_label
 from kanx.analyze.tables import absolute_markdown, hv_csv, hv_latex, hv_markdown
@@ -344,6 +345,40 @@ def test_log_ratio_figure_is_readable(fixture_runs):
     assert any(line.get_ydata()[0] == 0 for line in axes[0].get_lines())  # the zero line
 
 
+def test_pareto_runs_are_the_non_dominated_runs_of_each_condition(fixture_runs):
+    front = pareto_runs(fixture_runs, "concrete")
+    runs = fixture_runs[(fixture_runs["dataset"] == "concrete") & fixture_runs["usable"]]
+    for condition in CONDITIONS:
+        mine = runs[runs["condition"] == condition]
+        points = list(zip(mine["test_rmse"], mine["contributing_edges"], mine["path"], strict=True))
+        expected = {p for r, e, p in points if not any(r2 <= r and e2 <= e and (r2 < r or e2 < e) for r2, e2, _ in points)}
+        assert set(front.loc[front["condition"] == condition, "path"]) == expected, condition
+    assert front["contributing_edges"].gt(0).all() and front["condition"].tolist()[:2] == ["Baseline", "F"]
+    # the collapsed run (0 edges, RMSE 0.9) is on its condition's front; ikeda X's non-finite RMSE is not
+    f1 = pareto_runs(fixture_runs, "nguyen_f1")
+    assert f1.loc[f1["contributing_edges"] == 0, ["condition", "test_rmse", "depth"]].values.tolist() == [["EFX", 0.9, 0]]
+    assert np.isfinite(pareto_runs(fixture_runs, "ikeda")["test_rmse"].astype(float)).all()
+
+
+def test_pareto_figure_legend_holds_the_normalized_hv(fixture_runs, fixture_medians):
+    detail = condition_hypervolumes(fixture_medians)
+    for dataset in ("concrete", "nguyen_f1"):
+        hv = detail[detail["dataset"] == dataset].set_index("condition")["hv_norm"].to_dict()
+        fig = pareto_figure(pareto_runs(fixture_runs, dataset), hv, dataset, unit="MPa")
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert labels[0] == "Baseline HV –" and labels[1] == "F        HV –"
+        assert labels[2:] == [f"{c:<8} HV {hv[c]:.3f}" for c in GATED]
+        assert max(hv[c] for c in GATED) == 1.0 and "HV 1.000" in labels[-1]
+        depths = [t.get_text() for t in fig.legends[1].get_texts()]
+        ax = fig.axes[0]
+        assert ax.get_xlabel() == "contributing edges" and ax.get_ylabel() == "test RMSE (MPa)"
+        if dataset == "nguyen_f1":  # the collapsed run sits on the top edge, not at 0.9
+            assert depths[0] == "depth 0" and ax.get_ylim()[1] < 0.1
+            assert any("RMSE off scale: EFX 0.9" in t.get_text() for t in ax.texts)
+        else:
+            assert depths == ["depth 1", "depth 2", "depth 3"]
+
+
 # --- published values ---------------------------------------------------------------------
 
 
@@ -398,6 +433,9 @@ def test_golden_report(tmp_path):
         assert (tmp_path / rel).read_text() == (EXPECTED / rel).read_text(), f"{rel} differs from the golden file"
     assert (tmp_path / "figures" / "log_ratios.png").stat().st_size > 10_000
     assert (tmp_path / "figures" / "log_ratios_nguyen.png").stat().st_size > 10_000
+    for dataset in ("nguyen_f1", "nguyen_f2", "ikeda", "concrete"):
+        assert (tmp_path / "figures" / f"pareto_{dataset}.png").stat().st_size > 10_000
+        assert f"](figures/pareto_{dataset}.png)" in (tmp_path / "report.md").read_text()
 
 
 def test_report_lists_every_condition_per_dataset_and_marks_missing():

@@ -1,4 +1,5 @@
-"""Log-ratio figures: accuracy (A) and size (B) of each condition relative to the baseline.
+"""Log-ratio figures: accuracy (A) and size (B) of each condition relative to the baseline;
+Pareto figures: the non-dominated runs of each condition in (test RMSE, contributing edges).
 
 Builders return `matplotlib.figure.Figure` objects (rendered by Agg, no pyplot state); only
 the command saves them.
@@ -6,15 +7,17 @@ the command saves them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import LogFormatter
 
-from .registry import BASELINE, CONDITIONS
+from .registry import BASELINE, CONDITIONS, GATED
 from .tables import format_beta
 
 PLOTTED = tuple(c for c in CONDITIONS if c != BASELINE)  # Baseline vs itself is 0 by definition
@@ -116,4 +119,122 @@ def log_ratio_figure(
     fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), 3 * ncols), frameon=False, fontsize=9)
     if title:
         fig.suptitle(title, fontsize=12)
+    return fig
+
+
+# --- Pareto fronts ------------------------------------------------------------------------
+
+# One colour per condition, the same in every Pareto figure; the ungated ones (no beta sweep)
+# are grey and dashed.
+CONDITION_COLORS: dict[str, str] = {
+    "Baseline": "0.15",
+    "F": "0.55",
+    "X": "tab:blue",
+    "FX": "tab:cyan",
+    "E": "tab:orange",
+    "EF": "tab:red",
+    "EX": "tab:green",
+    "EFX": "tab:purple",
+}
+DEPTH_MARKERS: tuple[str, ...] = ("X", "o", "s", "^", "D", "v", "P", "*", "h")  # depth 0 (collapsed), 1, 2, ...
+PARETO_COLUMNS: tuple[str, ...] = ("dataset", "condition", "beta", "seed", "test_rmse", "contributing_edges", "depth", "path")
+
+
+def depth_marker(depth: int) -> str:
+    return DEPTH_MARKERS[min(int(depth), len(DEPTH_MARKERS) - 1)]
+
+
+def pareto_runs(runs: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """The runs of ``dataset`` that no other run of their condition beats in both test RMSE
+    and contributing edges (`hypervolume.pareto_front`, both minimized), any beta and seed.
+
+    Usable, not superseded runs with a finite RMSE, edge count and depth only (a rollout
+    RMSE that is not finite cannot be placed on the axes). Sorted by condition, then edges.
+    """
+    from .hypervolume import pareto_front
+    from .records import active_runs
+
+    mine = active_runs(runs)
+    mine = mine[(mine["dataset"] == dataset) & mine["usable"]]
+    values = mine[["test_rmse", "contributing_edges", "depth"]].astype(float)
+    mine = mine[np.isfinite(values).all(axis=1)]
+    fronts = []
+    for condition in CONDITIONS:
+        points = mine[mine["condition"] == condition]
+        if len(points):
+            fronts.append(points[pareto_front(points[["test_rmse", "contributing_edges"]].to_numpy(float))])
+    if not fronts:
+        return pd.DataFrame(columns=list(PARETO_COLUMNS))
+    front = pd.concat(fronts)[list(PARETO_COLUMNS)]
+    order = front.assign(_c=front["condition"].map(CONDITIONS.index))
+    return order.sort_values(["_c", "contributing_edges", "test_rmse", "beta", "seed"], kind="stable").drop(columns="_c").reset_index(drop=True)
+
+
+def _hv_text(condition: str, hv_norm: Mapping[str, float]) -> str:
+    value = hv_norm.get(condition, math.nan)
+    if condition not in GATED:
+        return "HV –"
+    return f"HV {value:.3f}" if math.isfinite(value) else "HV missing"
+
+
+def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str, unit: str | None = None) -> Figure:
+    """Test RMSE against contributing edges for the non-dominated runs of each condition
+    (`pareto_runs`): one staircase per condition, each run's marker its depth; the legend
+    gives each condition's normalized 3-D hypervolume (``hv_norm``, from
+    `hypervolume.condition_hypervolumes`: seed-medians of RMSE, edges and depth)."""
+    fig = Figure(figsize=(7.6, 4.6), layout="constrained")
+    ax = fig.subplots()
+    handles = []
+    # Collapsed runs (0 edges) predict a constant: an RMSE far above the rest would squash
+    # every other front into a line, so they sit on the top edge, their RMSE written there.
+    rmse = front["test_rmse"].astype(float)
+    zero = front["contributing_edges"].astype(float) == 0
+    rest = rmse[~zero]
+    off_scale = front[zero & (rmse > 2 * rest.max())] if len(rest) else front.iloc[:0]
+    for condition in CONDITIONS:
+        points = front[front["condition"] == condition]
+        color = CONDITION_COLORS[condition]
+        style = "-" if condition in GATED else "--"
+        label = f"{condition:<8} {_hv_text(condition, hv_norm)}" + ("" if len(points) else " (no runs)")
+        handles.append(Line2D([], [], color=color, ls=style, lw=1.6, label=label))
+        if points.empty:
+            continue
+        x, y = points["contributing_edges"].to_numpy(float), points["test_rmse"].to_numpy(float)
+        ax.step(x, y, where="post", color=color, ls=style, lw=1.3, alpha=0.8, zorder=2)
+        for depth, group in points.groupby("depth"):
+            ax.scatter(group["contributing_edges"].astype(float), group["test_rmse"].astype(float), marker=depth_marker(depth),
+                       s=46, color=color, edgecolors="black", linewidths=0.5, zorder=3)
+    if not front.empty:
+        y = rmse.drop(off_scale.index)
+        log = y.min() > 0 and y.max() / y.min() > 5
+        if log:
+            ax.set_yscale("log")
+            # plain numbers (3, 4, 6, 10), not 6x10^0; minor ticks labelled while under 2 decades
+            for set_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+                set_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+        if len(off_scale):
+            lo, hi = y.min(), y.max()
+            top = hi * (hi / lo) ** 0.12 if log else hi + 0.12 * max(hi - lo, 0.05 * hi)
+            ax.set_ylim(lo / (hi / lo) ** 0.06 if log else lo - 0.06 * max(hi - lo, 0.05 * hi), top)
+            for condition, group in off_scale.groupby("condition", sort=False):
+                ax.scatter([0.0], [top], marker=depth_marker(group["depth"].min()), s=46, color=CONDITION_COLORS[condition], edgecolors="black",
+                           linewidths=0.5, zorder=4, clip_on=False)
+            text = ", ".join(f"{c} {v:.3g}" for c, v in off_scale.groupby("condition", sort=False)["test_rmse"].max().items())
+            ax.annotate(f"0 edges, RMSE off scale: {text}", (0.0, top), xytext=(8, -12), textcoords="offset points",
+                        fontsize=8, color="0.3", va="top")
+    else:
+        ax.text(0.5, 0.5, "no usable run", ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.set_xlim(left=-0.02 * max(1.0, float(front["contributing_edges"].max()) if not front.empty else 1.0))
+    ax.set_xlabel("contributing edges")
+    ax.set_ylabel(f"test RMSE ({unit})" if unit else "test RMSE")
+    ax.grid(color="0.9", lw=0.6)
+    ax.set_axisbelow(True)
+    ax.set_title(title, fontsize=11)
+    fig.legend(handles=handles, loc="outside right upper", frameon=False, title="condition, normalized HV", title_fontsize=9,
+               prop={"family": "monospace", "size": 9}, alignment="left")
+    depths = sorted({int(d) for d in front["depth"]}) if not front.empty else []
+    if depths:
+        fig.legend(handles=[Line2D([], [], marker=depth_marker(d), ls="", color="0.6", markeredgecolor="black", markeredgewidth=0.5,
+                                   ms=7, label=f"depth {d}") for d in depths],
+                   loc="outside right lower", frameon=False, fontsize=9, title="marker", title_fontsize=9, alignment="left")
     return fig

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from . import published as pub
 from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians
-from .figures import log_ratio_figure
+from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
 from .registry import (
     STATUSES,
@@ -48,6 +48,14 @@ and depth 0). `diverged` and `failed` runs are left out of those statistics but 
 every cell shows n = usable/total runs. A usable run whose test RMSE is null (non-finite) \
 counts as RMSE = inf. Only records with a `done` marker count; when two records share \
 (dataset, condition, beta, seed), the one with the newest `done` marker is used."""
+
+PARETO_TEXT = """\
+Per dataset, the runs (every beta and seed) that no other run of the same condition beats in \
+both test RMSE and contributing edges, joined as a staircase per condition; a marker's shape \
+is the run's depth (an X: depth 0, a collapsed run). The legend gives each condition's \
+normalized hypervolume from the table above, which is computed from the seed-medians in \
+(RMSE, edges, depth), not from these points; Baseline and F have none (–). Usable runs with a \
+finite RMSE only."""
 
 LOG_RATIO_TEXT = """\
 Points: mean over seeds of log10(baseline / condition), for test RMSE (A) and contributing \
@@ -238,6 +246,20 @@ def build_artifacts(
             _links("tables/hypervolume_nguyen", ("md", "tex", "csv")),
             "",
         ]
+
+    # Pareto fronts ------------------------------------------------------------------------
+    lines += ["## Pareto fronts", "", PARETO_TEXT, ""]
+    for dataset in datasets:
+        front = pareto_runs(runs, dataset)
+        hv_norm = dict(zip(*hv_detail.loc[hv_detail["dataset"] == dataset, ["condition", "hv_norm"]].T.to_numpy(), strict=True))
+        units = runs.loc[runs["dataset"] == dataset, "target_unit"].dropna().unique()
+        stem = f"figures/pareto_{dataset}"
+        art.figures[stem] = pareto_figure(front, hv_norm, f"{group_label(dataset)}: non-dominated runs per condition",
+                                          unit=units[0] if len(units) == 1 else None)
+        art.texts[f"tables/pareto_{dataset}.csv"] = front[list(PARETO_COLUMNS)].to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+        lines += [f"**{group_label(dataset)}**", ""]
+        lines += _figure_lines(stem, f"Pareto fronts of test RMSE and contributing edges, {group_label(dataset)}", formats,
+                               f"[csv](tables/pareto_{dataset}.csv)")
 
     # Log-ratios ---------------------------------------------------------------------------
     ratios = pd.concat([log_ratios(runs, "test_rmse"), log_ratios(runs, "contributing_edges")], ignore_index=True)
