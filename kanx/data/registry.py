@@ -67,7 +67,7 @@ DATASETS: dict[str, DatasetSpec] = {
     "csv": DatasetSpec(
         "csv", tabular.make_csv,
         {"path": None, "target": None, "features": None, "test_fraction": 0.2, "n_train": None, "n_test": None},
-        "your own numeric CSV table: path=FILE target=COLUMN",
+        "your own numeric CSV table: path=FILE target=COLUMN, named by dataset.name (default: the file's stem)",
     ),
 }
 
