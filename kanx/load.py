@@ -28,6 +28,13 @@ class TrainedRun:
         scaled = self.scaling.x(x).unsqueeze(0).to(torch.float32)  # (1, N, n_0)
         return self.scaling.y_inverse(self.model.predict(scaled, self.gate_estimator)[0].to(torch.float64))
 
+    def formula(self, **options):
+        """The run's symbolic formula (kanx.formula.formula_of_run; options: tolerance,
+        simplicity, primitives)."""
+        from kanx.formula import formula_of_run
+
+        return formula_of_run(self, **options)
+
 
 def load_run(run_dir: str | Path) -> TrainedRun:
     """The record, the resolved config and the trained model of a finished run."""
