@@ -17,7 +17,7 @@ LAUNCHER ?= packed
 RESULTS  ?=
 OVERRIDES ?=
 
-.PHONY: help install run test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench clean
+.PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +33,9 @@ install: $(PY) ## Create .venv and install kanx (CPU torch==$(TORCH_VERSION) if 
 run: install ## Train the embedded default (z = sin(x + y^2), EFX, the paper's Fig. 1) end to end
 	$(PY) -m kanx.train +condition=EFX
 	$(PY) -m kanx.draw outputs/sin_xy2/EFX/default/beta=0.2,seed=0
+
+formula: install ## Symbolic formula of the default run (after make run): formula.json/.tex/.png in its folder
+	$(PY) -m kanx.formula outputs/sin_xy2/EFX/default/beta=0.2,seed=0
 
 test: install ## Fast test suite (includes one small real sweep through the CLI)
 	$(PY) -m pytest
