@@ -16,8 +16,10 @@ DATASETS ?=
 LAUNCHER ?= packed
 RESULTS  ?=
 OVERRIDES ?=
+GROUP    ?= all
+PACK_SIZE ?=
 
-.PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench clean
+.PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -54,9 +56,9 @@ test-slurm: install ## Tests against a real local SLURM cluster (root; ../shared
 lint: install ## ruff
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
 
-reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n]
-	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) \
-	  $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
+reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n] [GROUP=all|condition|sweep] [PACK_SIZE=n]
+	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) --group $(GROUP) \
+	  $(if $(PACK_SIZE),--pack-size $(PACK_SIZE)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
 analyze: install ## Analysis only: python -m kanx.analyze $(RESULTS) (default outputs/paper)
 	$(PY) -m kanx.analyze $(or $(RESULTS),outputs/paper)
@@ -70,6 +72,9 @@ docs-reproduction: install ## docs/REPRODUCTION.md from results/paper/concrete a
 bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) scripts/bench.py
+
+bench-paper: install ## Whole-paper cost estimate on this device: mixed packs vs one sweep per pack [DEVICE=cpu|cuda] [GROUP=all] [PACK_SIZE=n]
+	$(PY) scripts/bench_paper.py --device $(or $(DEVICE),cpu) --group $(GROUP) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
 
 clean: ## Remove caches (keeps .venv and outputs/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

@@ -3,10 +3,15 @@
     python scripts/reproduce.py [--scale full|smoke] [--datasets concrete ikeda ...]
                                 [--results DIR] [--launcher packed|basic|slurm] [--dry-run]
 
-Each (dataset, condition) sweep is one `python -m kanx.train +condition=C dataset=D -m`
-with the dataset's beta list and seeds 0-9 from conf/. Records already present are
-skipped, so re-running fills holes. `--scale smoke` runs the same pipeline at toy scale
-(2 epochs, 2 seeds, every beta, short rollouts) into its own results folder.
+Each (dataset, condition) sweep is what `python -m kanx.train +condition=C dataset=D -m`
+would run, with the dataset's beta list and seeds 0-9 from conf/. With the packing launcher
+(the default) every sweep is composed in this process (kanx.plan) and packs are cut across
+sweeps: `--group all` (default) mixes conditions and datasets that share the protocol,
+`condition` mixes datasets only, `sweep` keeps one sweep per pack. `--jobs n` trains the
+packs in n worker processes. With `--launcher basic|slurm` each sweep is its own
+`python -m kanx.train ... -m` process. Records already present are skipped, so re-running
+fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
+beta, short rollouts) into its own results folder.
 """
 
 from __future__ import annotations
@@ -49,6 +54,30 @@ def run_sweep(cmd: list[str], env: dict, log_dir: Path | None) -> int:
         return subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def run_packed(a, results: str) -> int:
+    """Every sweep composed here, packs cut across them (kanx.plan)."""
+    import logging
+
+    from kanx.errors import ConfigError
+    from kanx.plan import run_plan, sweep_jobs
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configs = []
+    try:
+        for d in a.datasets:
+            for c in a.conditions:
+                extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}"] + a.overrides
+                configs += sweep_jobs(d, c, extra)
+        failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
+    except ConfigError as e:
+        print(f"reproduce: error: {e}", file=sys.stderr)
+        return 2
+    if failed:
+        print(f"reproduce: {failed} pack(s) or worker(s) failed; their runs hold `failed` records; fix and re-run to fill the holes", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=["full", "smoke"], default="full")
@@ -56,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME")
     p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
     p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
-    p.add_argument("--jobs", type=int, default=1, help="sweeps run at once (each then uses one thread)")
+    p.add_argument("--jobs", type=int, default=1, help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
+    p.add_argument("--group", choices=["sweep", "condition", "all"], default="all", help="packed launcher: how far packs mix sweeps (default all)")
+    p.add_argument("--pack-size", type=int, default=None, help="packed launcher: most runs per pack (default: train.pack_size)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
     a = p.parse_args(argv)
@@ -68,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides) for d in a.datasets for c in a.conditions]
     for cmd in commands:
         print("+", " ".join(cmd[1:]), flush=True)
-    if not a.dry_run:
+    if a.launcher == "packed" and not a.dry_run:
+        rc = run_packed(a, results)
+        if rc:
+            return rc
+    elif not a.dry_run:
         # Several sweeps at once pay off at toy scale, where process start-up dominates.
         env = os.environ | ({"OMP_NUM_THREADS": "1"} if a.jobs > 1 else {})
         with ThreadPoolExecutor(max_workers=a.jobs) as pool:

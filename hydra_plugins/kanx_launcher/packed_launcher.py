@@ -3,6 +3,8 @@
 It composes every job of a multirun, checks them all before any compute, then trains the
 jobs that differ only in beta and seed as one batched model (a pack of up to
 ``pack_size`` members), writing each member's record exactly as an unpacked run would.
+``group=condition`` also packs the datasets of one protocol together (e.g.
+`dataset=nguyen_f1,nguyen_f2`), ``group=all`` the conditions too (kanx.runner.make_packs).
 Hydra finds launchers only in the ``hydra_plugins`` namespace package, hence this folder.
 """
 
@@ -29,6 +31,7 @@ log = logging.getLogger("kanx")
 class PackedLauncherConf:
     _target_: str = "hydra_plugins.kanx_launcher.packed_launcher.PackedLauncher"
     pack_size: Optional[int] = None  # noqa: UP045  (OmegaConf structured configs need Optional) None: each job's train.pack_size
+    group: str = "sweep"  # sweep: one (dataset, condition) per pack | condition: mix datasets of one protocol | all: mix conditions too
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="kanx_packed", node=PackedLauncherConf, provider="kanx")
@@ -82,8 +85,8 @@ def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], ini
 class PackedLauncher(Launcher):
     validates_jobs = True  # composes and checks every job before any compute (see sweeper.py)
 
-    def __init__(self, pack_size: int | None = None) -> None:
-        self.pack_size = pack_size
+    def __init__(self, pack_size: int | None = None, group: str = "sweep") -> None:
+        self.pack_size, self.group = pack_size, group
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -99,7 +102,7 @@ class PackedLauncher(Launcher):
         jobs = start_launch(self, job_overrides, initial_job_idx)
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         try:
-            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size)
+            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group)
         except ConfigError as e:
             fail(e)
         returns = []

@@ -1,0 +1,144 @@
+"""From many sweeps to one list of jobs, so packs can be cut across sweeps.
+
+`python -m kanx.train +condition=C dataset=D -m` composes one sweep. `make reproduce-tables`
+runs 112 of them; trained sweep by sweep, the paper is 112 packs. Here every sweep of an
+invocation is composed in this process with Hydra's compose API (once per sweep; the
+members' beta and seed are set on copies, as the packing launcher does), giving the same
+resolved configs and run directories as the command line would, and kanx.runner.make_packs
+then cuts packs across them (``group``). The jobs are trained by `run_plan`, in this
+process or split over worker processes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from kanx.config import register_resolvers
+
+log = logging.getLogger("kanx")
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+# Keys set per member on a copy of the sweep's composed config (composing costs ~0.25 s).
+MEMBER_KEYS = ("beta", "seed")
+
+
+def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = (), conf_dir: Path = CONF_DIR) -> list[tuple[object, Path]]:
+    """(composed config, run directory) of every job of
+    `python -m kanx.train +condition=CONDITION dataset=DATASET OVERRIDES -m`."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import open_dict
+
+    register_resolvers()
+    parser = OverridesParser.create()
+    base = [f"+condition={condition}", f"dataset={dataset}", *overrides]
+    fixed = [o.input_line for o in parser.parse_overrides(base) if not o.is_sweep_override()]
+    jobs = []
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+        primary = compose("config", overrides=fixed, return_hydra_config=True)
+        given = {o.key_or_group for o in parser.parse_overrides(base)}
+        params = [f"{k}={primary.hydra.sweeper.params[k]}" for k in primary.hydra.sweeper.params if k not in given]
+        composed: dict = {}
+        for batch in BasicSweeper.split_arguments(parser.parse_overrides(base + params), None):
+            for job in batch:
+                parsed = parser.parse_overrides(job)
+                member = [o for o in parsed if o.key_or_group in MEMBER_KEYS and not o.is_add()]
+                rest = tuple(o.input_line for o in parsed if o not in member)
+                if rest not in composed:
+                    composed[rest] = compose("config", overrides=list(rest), return_hydra_config=True)
+                cfg = copy.deepcopy(composed[rest])
+                with open_dict(cfg):
+                    for o in member:
+                        cfg[o.key_or_group] = o.value()
+                HydraConfig.instance().set_config(cfg)  # resolves ${hydra:...} in the run directory
+                jobs.append((cfg, Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)))
+    return jobs
+
+
+def pack_cost(pack) -> float:
+    """Rough relative cost of training a pack: its optimizer steps, times a per-step cost
+    that grows with the members (sub-linearly on a CPU, see docs/BENCHMARK.md)."""
+    t = pack[0].run.train
+    n_train = pack[0].container["dataset"].get("n_train") or 1
+    steps = (t.epochs - pack[0].resume_epoch) * math.ceil(n_train / t.batch_size)
+    return steps * (1 + len(pack) / 10)
+
+
+def assign(packs: Sequence, workers: int) -> list[list]:
+    """Longest pack first to the least loaded worker: each worker's list of packs."""
+    loads, out = [0.0] * workers, [[] for _ in range(workers)]
+    for pack in sorted(packs, key=pack_cost, reverse=True):
+        w = loads.index(min(loads))
+        out[w].append(pack)
+        loads[w] += pack_cost(pack)
+    return [w for w in out if w]
+
+
+def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_size: int | None = None, workers: int = 1, plan_dir: Path | None = None) -> int:
+    """Check every job, skip finished ones, cut packs across all of them and train them,
+    in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
+    the number of packs that failed (their runs hold `failed` records)."""
+    from kanx.runner import make_packs, pending, prepare_jobs, train_pack
+
+    jobs = prepare_jobs(configs)
+    todo = pending(jobs)
+    packs = make_packs(todo, pack_size, group)
+    print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) (group={group})", flush=True)
+    if not packs:
+        return 0
+    if workers <= 1:
+        failed = 0
+        for i, pack in enumerate(packs, 1):
+            failed += _train_and_report(train_pack, pack, f"[{i}/{len(packs)}]")
+        return failed
+    plan_dir = Path(plan_dir or ".")
+    plan_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for w, mine in enumerate(assign(packs, workers)):
+        path = plan_dir / f"plan-worker{w}.json"
+        path.write_text(json.dumps([[{"config": j.container, "run_dir": str(j.run_dir)} for j in pack] for pack in mine]))
+        env = os.environ | {"OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, "-m", "kanx.plan", str(path)], env=env))
+    return sum(p.wait() != 0 for p in procs)
+
+
+def _train_and_report(train_pack, pack, prefix: str) -> int:
+    from kanx import records as R
+
+    start = time.perf_counter()
+    train_pack(pack)
+    states = [R.read_state(j.run_dir) for j in pack]
+    failed = sum(s.record is not None and s.record.get("status") == "failed" for s in states)
+    names = "+".join(dict.fromkeys(f"{j.run.data.name}/{j.run.condition.name}" for j in pack))
+    print(f"{prefix} pack of {len(pack)} ({names}) finished in {(time.perf_counter() - start) / 60:.1f} min"
+          + (f"; {failed} failed" if failed else ""), flush=True)
+    return int(failed > 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m kanx.plan PLAN.json`: train the packs a run_plan worker was given."""
+    from kanx.runner import pending, prepare_jobs, train_pack
+
+    (path,) = argv if argv is not None else sys.argv[1:]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    planned = json.loads(Path(path).read_text())
+    failed = 0
+    for i, pack in enumerate(planned, 1):
+        todo = pending(prepare_jobs([(p["config"], Path(p["run_dir"])) for p in pack]))
+        if todo:
+            failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

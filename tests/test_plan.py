@@ -1,0 +1,57 @@
+"""kanx.plan: sweeps composed in-process give the command line's configs and run directories,
+and packs cut across sweeps train every run once, in one process or in workers."""
+
+import json
+
+import pytest
+
+from kanx.plan import assign, run_plan, sweep_jobs
+from kanx.runner import make_packs, pending, prepare_jobs
+from tests.test_cli import TOY, cli, records
+
+TINY = [*TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "seed=0,1"]
+
+
+def test_sweep_jobs_are_the_command_lines_jobs(tmp_path):
+    jobs = sweep_jobs("concrete", "EFX", [f"results_root={tmp_path}"])
+    assert len(jobs) == 70
+    assert {(float(c.beta), int(c.seed)) for c, _ in jobs} == {(b, s) for b in (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5) for s in range(10)}
+    cfg, run_dir = jobs[0]
+    assert run_dir == tmp_path / "concrete" / "EFX" / "default" / f"beta={cfg.beta},seed={cfg.seed}"
+    base = sweep_jobs("concrete", "baseline", [f"results_root={tmp_path}", "train.epochs=2", "seed=3,4"])
+    assert [(c.beta, c.seed) for c, _ in base] == [(0.0, 3), (0.0, 4)]
+    assert base[0][1] == tmp_path / "concrete" / "Baseline" / "train.epochs=2" / "beta=0.0,seed=3"
+
+
+def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
+    cli("+condition=E", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
+    cli("+condition=X", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
+    configs = [j for c in ("E", "X") for j in sweep_jobs("sin_xy2", c, [f"results_root={tmp_path / 'plan'}", "beta=0.0,0.1", *TINY])]
+    assert len(make_packs(pending(prepare_jobs(configs)), group="all")) == 1
+    assert run_plan(configs, group="all", workers=2, plan_dir=tmp_path / "logs") == 0
+    by_cli = {(r["condition"], r["beta"], r["seed"]): r for r in records(tmp_path / "cli")}
+    by_plan = {(r["condition"], r["beta"], r["seed"]): r for r in records(tmp_path / "plan")}
+    assert by_cli.keys() == by_plan.keys() and len(by_plan) == 8
+    for key, r in by_plan.items():
+        assert r["config_hash"] == by_cli[key]["config_hash"] and r["timing"]["pack_size"] == 8
+        for metric, value in by_cli[key]["metrics"].items():
+            assert r["metrics"][metric] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, metric)
+    worker_plans = [json.loads(p.read_text()) for p in sorted((tmp_path / "logs").glob("plan-worker*.json"))]
+    assert sum(len(pack) for plan in worker_plans for pack in plan) == 8
+    # Typing it again trains nothing.
+    assert run_plan(sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path / 'plan'}", "beta=0.0,0.1", *TINY]), workers=2) == 0
+    assert len(pending(prepare_jobs(configs))) == 0
+
+
+def test_assign_balances_the_longest_packs_first():
+    class Run:
+        def __init__(self, epochs):
+            self.train = type("T", (), {"epochs": epochs, "batch_size": 1})()
+
+    class Job:
+        def __init__(self, epochs):
+            self.run, self.container, self.resume_epoch = Run(epochs), {"dataset": {"n_train": 1}}, 0
+
+    packs = [[Job(e)] for e in (100, 60, 50, 40, 10)]
+    workers = assign(packs, 2)
+    assert [[p[0].run.train.epochs for p in w] for w in workers] == [[100, 40], [60, 50, 10]]
