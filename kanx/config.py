@@ -25,7 +25,7 @@ GATE_ESTIMATORS = ("threshold", "louizos")
 # Keys of the `dataset` node that configure kanx rather than the dataset loader.
 _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
 # Keys that do not change a run's numbers: left out of its identity hash.
-_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "dataset.data_dir", "dataset.betas")
+_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "dataset.data_dir", "dataset.betas")
 # Keys added after records existed, with the value that reproduces the behaviour from before
 # them: left out of the hash while they hold it, so older records keep their identity.
 _ADDED_LATER = {"model.grid_refit_rtol": None}
@@ -49,6 +49,7 @@ class TrainConfig:
     checkpoint_every: int = 500
     pack_size: int = 70
     compile: bool = False
+    cuda_graph: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         checkpoint_every=_int(t.get("checkpoint_every", 0), "train.checkpoint_every"),
         pack_size=_int(t.get("pack_size", 70), "train.pack_size"),
         compile=bool(t.get("compile", False)),
+        cuda_graph=bool(t.get("cuda_graph", False)),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
     _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")

@@ -49,3 +49,39 @@ class Adam:
         torch._foreach_div_(denom, math.sqrt(1 - b2**t))
         torch._foreach_add_(denom, eps)
         torch._foreach_addcdiv_(params, m, denom, -lr / (1 - b1**t))
+
+    # ------------------------------------------------------------- CUDA-graph form
+    @torch.no_grad()
+    def make_capturable(self, device: torch.device) -> None:
+        """State for every parameter, with one step counter on the device shared by all
+        (they always step together), so `step_capturable` makes no host sync and a CUDA
+        graph can replay it."""
+        group = self.param_groups[0]
+        steps = [s["step"] for s in self.state.values()]
+        shared = (steps[0].detach().clone() if steps else torch.tensor(0.0)).to(device, torch.float64)
+        for p in group["params"]:
+            st = self.state.setdefault(p, {"exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)})
+            st["step"] = shared
+        self._shared_step = shared
+
+    @torch.no_grad()
+    def step_capturable(self) -> None:
+        """The same update as `step`, with the bias corrections computed on the device in
+        float64 and rounded to float32, as `step` rounds its Python floats."""
+        group = self.param_groups[0]
+        (b1, b2), lr, eps = group["betas"], group["lr"], group["eps"]
+        params = [p for p in group["params"] if p.grad is not None]
+        states = [self.state[p] for p in params]
+        grads = [p.grad for p in params]
+        m, v = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+        t = self._shared_step
+        t += 1
+        torch._foreach_lerp_(m, grads, 1 - b1)
+        torch._foreach_mul_(v, b2)
+        torch._foreach_addcmul_(v, grads, grads, 1 - b2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, torch.sqrt(1 - b2**t).float())
+        torch._foreach_add_(denom, eps)
+        update = torch._foreach_div(m, denom)
+        torch._foreach_mul_(update, (lr / (1 - b1**t)).float())
+        torch._foreach_sub_(params, update)

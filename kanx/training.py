@@ -124,6 +124,7 @@ class Pack:
         self.noise_slots = self._noise_slots()
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
+        self.static_steps = None  # kanx.graphs.StaticSteps, with train.cuda_graph
         self.epoch = 0  # the next epoch to run
         self.steps = 0
         self.train_seconds = 0.0
@@ -172,6 +173,8 @@ class Pack:
         perm, noise = self._epoch_noise(n_batches)
         x = torch.gather(self.x, 1, perm.unsqueeze(-1).expand(-1, -1, self.x.shape[-1]))  # (M, N, n_0) shuffled
         y = torch.gather(self.y, 1, perm.unsqueeze(-1).expand(-1, -1, self.y.shape[-1]))
+        if cfg.cuda_graph:
+            return self._finish_epoch(self._static_epoch(x, y, noise, beta, tau), n_batches)
         n_gate = model.n_edges if self.condition.edge_gates else 0
         dead = ~self.alive
         epoch_loss = torch.zeros(self.M, device=self.device)
@@ -192,6 +195,23 @@ class Pack:
                 self._freeze(dead)
             self.optimizer.step()
             epoch_loss += loss.detach()
+        return self._finish_epoch(epoch_loss, n_batches)
+
+    def _static_epoch(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, beta: torch.Tensor, tau: float) -> torch.Tensor:
+        """The epoch's steps on static buffers: CUDA-graph replays on a GPU, the same step
+        eagerly elsewhere (kanx.graphs). Returns the summed loss per member."""
+        from kanx.graphs import StaticSteps
+
+        if self.static_steps is None:
+            self.static_steps = StaticSteps(self, capture=self.device.type == "cuda")
+        steps, bs = self.static_steps, self.train_cfg.batch_size
+        steps.begin_epoch(beta, tau, self.alive.to(self.device))
+        for b in range(noise.shape[0]):
+            steps.step(x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b])
+        return steps.epoch_loss.clone()
+
+    def _finish_epoch(self, epoch_loss: torch.Tensor, n_batches: int) -> Progress:
+        epoch = self.epoch
         self.steps += n_batches
         self.epoch += 1
         self._check_divergence(epoch_loss)

@@ -82,3 +82,45 @@ def test_a_cli_sweep_on_cuda_matches_the_cpu_sweep(tmp_path):
         assert g["metrics"]["test_rmse"] == pytest.approx(c["metrics"]["test_rmse"], rel=1e-3), json.dumps([g["metrics"], c["metrics"]])
         assert (g["metrics"]["contributing_edges"], g["metrics"]["depth"]) == (c["metrics"]["contributing_edges"], c["metrics"]["depth"])
         assert g["timing"]["device"].startswith("cuda (") and c["timing"]["device"] == "cpu"
+
+
+# ------------------------------------------------------------------ CUDA graphs (train.cuda_graph)
+
+
+def graphed(runs):
+    from dataclasses import replace
+
+    return [replace(r, train=replace(r.train, cuda_graph=True)) for r in runs]
+
+
+@pytest.mark.parametrize("condition", ["Baseline", "EFX", "mixed"])
+def test_graph_replay_follows_the_eager_cuda_step(condition):
+    from test_mixed_packs import mixed_runs
+
+    runs = mixed_runs() if condition == "mixed" else make_runs(condition=condition)
+    x, y = toy_data(len(runs), N=120)  # a partial last batch: a second graph
+    eager, graph = trained(runs, x, y, CUDA), trained(graphed(runs), x, y, CUDA)
+    assert graph.static_steps.capture and len(graph.static_steps.graphs) >= 2
+    for m in range(len(runs)):
+        a, b = eager.model.member_state_dict(m), graph.model.member_state_dict(m)
+        for name in a:
+            assert torch.allclose(a[name], b[name], rtol=1e-4, atol=1e-5), (m, name, (a[name] - b[name]).abs().max().item())
+
+
+def test_graph_replay_is_deterministic_and_resumes_bitwise():
+    runs = graphed(make_runs(epochs=6))
+    x, y = toy_data(3)
+    full, again = states(trained(runs, x, y, CUDA)), states(trained(runs, x, y, CUDA))
+    first = trained(runs, x, y, CUDA, epochs=3)
+    resumed = Pack(runs, x, y, x.shape[1], CUDA)
+    resumed.load_member_states([first.member_state(m) for m in range(3)])
+    resumed.train()
+    for name, value in states(resumed).items():
+        assert torch.equal(value, full[name]) and torch.equal(again[name], full[name]), name
+
+
+def test_graph_replay_freezes_a_diverging_member():
+    runs = graphed(make_runs(seeds=(0, 1), betas=(0.05, 0.05), epochs=3))
+    x, y = toy_data(2)
+    y[1, 0, 0] = float("inf")
+    assert trained(runs, x, y, CUDA).alive.tolist() == [True, False]
