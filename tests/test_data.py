@@ -284,9 +284,14 @@ def test_non_finite_predictions_give_nan_for_that_member_only():
     assert all(math.isnan(v) for v in bad.values()) and all(isinstance(v, float) for v in bad.values())
 
 
-def test_evaluate_members_rejects_mixed_datasets_and_wrong_shapes():
-    with pytest.raises(ValueError, match="differ only in data_seed"):
-        evaluate_members([load("nguyen_f1"), load("nguyen_f2")], lambda x: x)
+def test_evaluate_members_scores_datasets_of_one_shape_and_rejects_others():
+    # A mixed pack may hold Nguyen F1 and F2 (one shape), each member scored on its own data.
+    f1, f2 = load("nguyen_f1"), load("nguyen_f2")
+    out = evaluate_members([f1, f2], lambda x: torch.zeros(*x.shape[:-1], 1, dtype=x.dtype))
+    assert out[0]["test_rmse"] == pytest.approx(f1.y_test.square().mean().sqrt().item())
+    assert out[1]["test_rmse"] == pytest.approx(f2.y_test.square().mean().sqrt().item())
+    with pytest.raises(ValueError, match="one shape"):
+        evaluate_members([f1, load("nguyen_f9")], lambda x: x)
     with pytest.raises(ValueError, match="expected"):
         evaluate_members([load("sin_xy2")], lambda x: x)  # (M, N, 2) instead of (M, N, 1)
 
