@@ -99,7 +99,8 @@ def _hand_model(condition: str, width, edges: dict, exit_k: int) -> GatedKAN:
             stage.coef[0, i, o] = coef[0, 0, 0].to(stage.coef.dtype)
             stage.scale_base[0, i, o] = 0.0
             stage.scale_sp[0, i, o] = 1.0
-        model.alpha.copy_(alpha.unsqueeze(0))
+        if model.condition.edge_gates:  # without E every edge stays open (alpha = 20)
+            model.alpha.copy_(alpha.unsqueeze(0))
         if model.condition.exits:
             logits = torch.full((model.L,), -5.0)
             logits[exit_k] = 5.0
@@ -173,6 +174,29 @@ def test_composition_through_an_exit_head():
     assert all(r["head"] for r in f.edge_table())
     assert np.abs(f.lambdified("printed")(x_test)[:, 0] - truth(*x_test.T)).max() < 5e-3
     assert f.metrics["test_rmse_formula"] == pytest.approx(f.metrics["test_rmse_network"], abs=1e-4)
+
+
+def test_composition_through_the_trunk_of_a_plain_kan():
+    """Baseline [2, 2, 1] (no gates, no FC, no exits): sin(x^2/4 + y/2) through a hidden node
+    (which stays inside the next grid, [-1, 1]); every edge is open and appears."""
+    edges = {(0, 0, 0): lambda v: 0.25 * v**2, (0, 1, 0): lambda v: 0.5 * v, (1, 0, 0): np.sin}
+    model = _hand_model("Baseline", (2, 2, 1), edges, exit_k=1)
+    with torch.no_grad():  # the baseline's other edges are open: make them exactly zero
+        for k, stage in enumerate(model.stages):
+            for i in range(stage.in_features):
+                for o in range(stage.out_features):
+                    if (k, i, o) not in edges:
+                        stage.coef[0, i, o] = 0.0
+                        stage.scale_base[0, i, o] = 0.0
+
+    def truth(x, y):
+        return 2.5 * np.sin(0.25 * ((x - 3) / 2) ** 2 + 0.5 * (y + 1) / 2) - 1
+
+    f, x_test = _export(model, truth, primitives=("0", "x", "x^2", "sin"))
+    chosen = {(e.stage, e.i, e.o): e.fit.primitive for e in f.edges}
+    assert len(chosen) == 6  # all open: the zeroed ones are fitted by the constant 0, or (h1_1 = 0) are constant
+    assert chosen == {(0, 0, 0): "x^2", (0, 1, 0): "x", (1, 0, 0): "sin", (0, 0, 1): "0", (0, 1, 1): "0", (1, 1, 0): "constant"}
+    assert np.abs(f.lambdified("printed")(x_test)[:, 0] - truth(*x_test.T)).max() < 5e-3
 
 
 def test_raw_unit_mapping_with_every_edge_numeric_is_the_network():
