@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -97,6 +98,7 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
     if not packs:
         return 0
     if workers <= 1:
+        stop_on_signals()
         failed = 0
         for i, pack in enumerate(packs, 1):
             failed += _train_and_report(train_pack, pack, f"[{i}/{len(packs)}]")
@@ -109,7 +111,30 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
         path.write_text(json.dumps([[{"config": j.container, "run_dir": str(j.run_dir)} for j in pack] for pack in mine]))
         env = os.environ | {"OMP_NUM_THREADS": "1"}
         procs.append(subprocess.Popen([sys.executable, "-m", "kanx.plan", str(path)], env=env))
+
+    def forward(signum, frame):  # the workers checkpoint and stop; wait for them below
+        for p in procs:
+            p.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
     return sum(p.wait() != 0 for p in procs)
+
+
+def stop_on_signals() -> None:
+    """SIGTERM or SIGINT: write the checkpoint of the pack being trained, as of its last
+    finished epoch, and stop (a re-run resumes from it), instead of losing the epochs
+    since the last periodic checkpoint."""
+
+    def handler(signum, frame):
+        from kanx.runner import save_active_checkpoint
+
+        n = save_active_checkpoint()
+        print(f"{signal.Signals(signum).name}: saved checkpoints of {n} run(s); stopping", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
 
 
 def _train_and_report(train_pack, pack, prefix: str) -> int:
@@ -119,7 +144,7 @@ def _train_and_report(train_pack, pack, prefix: str) -> int:
     train_pack(pack)
     states = [R.read_state(j.run_dir) for j in pack]
     failed = sum(s.record is not None and s.record.get("status") == "failed" for s in states)
-    names = "+".join(dict.fromkeys(f"{j.run.data.name}/{j.run.condition.name}" for j in pack))
+    names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
     print(f"{prefix} pack of {len(pack)} ({names}) finished in {(time.perf_counter() - start) / 60:.1f} min"
           + (f"; {failed} failed" if failed else ""), flush=True)
     return int(failed > 0)
@@ -131,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     (path,) = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    stop_on_signals()
     planned = json.loads(Path(path).read_text())
     failed = 0
     for i, pack in enumerate(planned, 1):

@@ -55,3 +55,32 @@ def test_assign_balances_the_longest_packs_first():
     packs = [[Job(e)] for e in (100, 60, 50, 40, 10)]
     workers = assign(packs, 2)
     assert [[p[0].run.train.epochs for p in w] for w in workers] == [[100, 40], [60, 50, 10]]
+
+
+def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import torch
+
+    def configs(root):
+        args = [f"results_root={root}", "beta=0.1", "seed=0", *TOY, "train.epochs=400", "train.warmup=1", "train.fc_warmup=1", "train.checkpoint_every=0"]
+        return sweep_jobs("sin_xy2", "EFX", args)
+
+    jobs = pending(prepare_jobs(configs(tmp_path / "a")))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([[{"config": j.container, "run_dir": str(j.run_dir)} for j in jobs]]))
+    worker = subprocess.Popen([sys.executable, "-m", "kanx.plan", str(plan)], stderr=subprocess.PIPE, text=True)
+    time.sleep(12)  # start-up, then some epochs
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=120)
+    assert worker.returncode == 128 + signal.SIGTERM, err
+    assert "SIGTERM: saved checkpoints of 1 run(s)" in err
+    ckpt = torch.load(jobs[0].run_dir / "checkpoint.pt", weights_only=False)
+    assert 0 < ckpt["epoch"] < 400
+    assert run_plan(configs(tmp_path / "a")) == 0  # resumes from the checkpoint
+    assert run_plan(configs(tmp_path / "b")) == 0  # uninterrupted
+    (a,), (b,) = records(tmp_path / "a"), records(tmp_path / "b")
+    assert a["metrics"] == b["metrics"]

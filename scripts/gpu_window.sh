@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# One GPU window, as one command: the CUDA tests, `make bench-paper` on the GPU, then the
+# full-scale reproduction of the paper's families until the time runs out; then the finished
+# records (JSON, no weights) and the checkpoints of unfinished runs are packed into $OUT for
+# `scripts/gpu_unpack.sh` on the machine the results are committed from.
+#
+#   bash scripts/gpu_window.sh [SECONDS]        # SECONDS: the whole budget (default 540)
+#
+# Prepare here first (docs/GPU.md): `bash scripts/gpu_prepare.sh` puts the wheels kanx needs
+# and the GPU image lacks into .whl/ and the real data into .data/; the device tool then runs
+#   bash scripts/gpu_window.sh 540     with carry [".whl", ".data"]
+# A dry run on a CPU at toy scale (what CI-less checking of this script looks like):
+#   PYTHON=.venv/bin/python KANX_WINDOW_WHEELS=0 KANX_WINDOW_DEVICE=cpu KANX_WINDOW_SCALE=smoke \
+#     KANX_WINDOW_RESULTS=/tmp/window/results OUT=/tmp/window/out bash scripts/gpu_window.sh 600
+#
+# Environment (all optional):
+#   KANX_WINDOW_DEVICE    cuda (default) | cpu
+#   KANX_WINDOW_SCALE     full (default) | smoke
+#   KANX_WINDOW_DATASETS  datasets to reproduce (default: every family but Concrete, which is committed)
+#   KANX_WINDOW_RESULTS   results root (default results/paper)
+#   KANX_WINDOW_JOBS      training processes sharing the device (default 8)
+#   KANX_WINDOW_PACK_SIZE most runs per pack (default 300)
+#   KANX_WINDOW_GRAPH     auto (default: on if the CUDA graph tests pass) | true | false
+#   KANX_WINDOW_WHEELS    1 (default): install .whl/ (Python 3.12 wheels) | 0: use the environment as it is
+#   PYTHON                the interpreter (default python3)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+BUDGET=${1:-540}
+DEVICE=${KANX_WINDOW_DEVICE:-cuda}
+SCALE=${KANX_WINDOW_SCALE:-full}
+RESULTS=${KANX_WINDOW_RESULTS:-results/paper}
+JOBS=${KANX_WINDOW_JOBS:-8}
+PACK=${KANX_WINDOW_PACK_SIZE:-300}
+DATASETS=${KANX_WINDOW_DATASETS:-nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10 superconductor ikeda ecosystem}
+OUT=${OUT:-$PWD/window-out}
+mkdir -p "$OUT"
+LOG="$OUT/window.log"
+MARK=$(mktemp)  # files newer than this are this window's
+export PYTHONUNBUFFERED=1
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+say() { echo "[window +$(( $(date +%s) - START ))s] $*" | tee -a "$LOG"; }
+
+# 1. Packages: the GPU image has torch, numpy, pandas, matplotlib, pytest; the rest comes as wheels.
+if [ "${KANX_WINDOW_WHEELS:-1}" = 1 ] && compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 \
+    || say "wheel install failed (see above)"
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export KANX_DATA_DIR=${KANX_DATA_DIR:-$PWD/.data}
+PY=${PYTHON:-python3}
+say "budget ${BUDGET}s; device $DEVICE; scale $SCALE; $(nproc) CPUs; $($PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")' 2>&1)"
+$PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or its dependencies do not import: see $LOG"; exit 2; }
+
+# 2. The CUDA tests (skipped without CUDA); the graph path is used only if its tests pass.
+GRAPH=${KANX_WINDOW_GRAPH:-auto}
+timeout 240 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs >"$OUT/cuda-tests.txt" 2>&1
+say "CUDA tests: $(tail -1 "$OUT/cuda-tests.txt")"
+if [ "$GRAPH" = auto ]; then
+  if [ "$DEVICE" = cuda ] && ! grep -q "test_graph.* FAILED\|FAILED.*test_graph\|ERROR" "$OUT/cuda-tests.txt" && grep -q passed "$OUT/cuda-tests.txt"; then GRAPH=true; else GRAPH=false; fi
+fi
+say "train.cuda_graph=$GRAPH"
+
+# 3. The whole-paper estimate on this device (short: 100 steps per pack make-up).
+if [ "$SCALE" = full ]; then BENCH_SETS="$DATASETS concrete"; else BENCH_SETS="nguyen_f1"; fi
+timeout $(( $(left) / 5 )) $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile --group all --pack-size "$PACK" \
+  --datasets $BENCH_SETS >"$OUT/bench-paper.txt" 2>&1
+say "bench-paper: $(tail -1 "$OUT/bench-paper.txt")"
+
+# 4. The reproduction, stopped (SIGTERM: every worker checkpoints its pack) with 60 s left to pack.
+REPRO=(--datasets $DATASETS --results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS"
+       "device=$DEVICE" "train.cuda_graph=$GRAPH" train.compile=false train.checkpoint_every=250)
+[ "$SCALE" = smoke ] && REPRO+=(--scale smoke)
+T=$(( $(left) - 60 ))
+say "reproduce for ${T}s: ${REPRO[*]}"
+if [ "$T" -gt 30 ]; then
+  timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${REPRO[@]}" >"$OUT/reproduce.txt" 2>&1
+  say "reproduce exit $? ($(grep -c 'finished in' "$OUT/reproduce.txt") packs finished)"
+fi
+pkill -TERM -f "kanx.plan" 2>/dev/null; sleep 2
+
+# 5. Pack what this window wrote: records first, then checkpoints while they fit (8 files, 64 MiB).
+find "$RESULTS" -newer "$MARK" \( -name record.json -o -name done \) -print0 | tar czf "$OUT/records.tgz" --null -T -
+find "$RESULTS" -newer "$MARK" -name checkpoint.pt -print0 | tar czf "$OUT/checkpoints.tgz" --null -T -
+n_rec=$(find "$RESULTS" -newer "$MARK" -name record.json | wc -l)
+n_ckpt=$(find "$RESULTS" -newer "$MARK" -name checkpoint.pt | wc -l)
+if [ "$(stat -c %s "$OUT/checkpoints.tgz")" -gt $(( 40 * 1024 * 1024 )) ]; then
+  say "checkpoints.tgz is over 40 MiB: left out ($n_ckpt unfinished runs start over)"; rm "$OUT/checkpoints.tgz"
+fi
+for f in records.tgz checkpoints.tgz; do
+  [ -f "$OUT/$f" ] && [ "$(stat -c %s "$OUT/$f")" -gt $(( 15 * 1024 * 1024 )) ] && split -b 15m -d "$OUT/$f" "$OUT/$f.part" && rm "$OUT/$f"
+done
+cat "$OUT/cuda-tests.txt" "$OUT/bench-paper.txt" "$OUT/reproduce.txt" >>"$LOG" 2>/dev/null; rm -f "$OUT/cuda-tests.txt" "$OUT/reproduce.txt"
+say "packed $n_rec records and $n_ckpt checkpoints into $OUT: $(ls "$OUT" | tr '\n' ' ')"
+rm -f "$MARK"
