@@ -16,15 +16,19 @@ by every primitive of a library (fit_curve):
                               and the general cubic and quartic polynomials.
 
 (c, d) are the least-squares solution for each (a, b); (a, b) come from a grid search
-refined by zooming in (x and x^2, the cubic and the quartic are solved exactly by least
-squares). The edge takes the primitive of least
+refined by zooming in and by Levenberg-Marquardt (x and x^2, the cubic and the quartic are
+solved exactly by least squares). The edge takes the primitive of least
 
-    score = log10(max(1 - R^2, 1e-6)) + simplicity * complexity        (simplicity = 0.5)
+    score = log10(max((1 - R^2) * share, 1e-6)) + simplicity * complexity    (simplicity = 0.5)
 
-so each unit of complexity (COMPLEXITY below: 0 for the constant, 1 for x, 2 for x^2 and
-the transcendental ones, ...) must buy a sqrt(10) ~ 3.2-fold smaller unexplained variance;
-below 1e-6 the spline's own precision makes fits indistinguishable. An edge whose source is
-constant (a bias term) is its constant value.
+share = the edge's variance over the training inputs / the variance of the network's output:
+(1 - R^2) * share is the variance the fit leaves unexplained, in units of the output's. Each
+unit of complexity (COMPLEXITY below: 0 for the constant "0", 1 for x, 2 for x^2 and the
+transcendental ones, ...) must buy a sqrt(10) ~ 3.2-fold smaller unexplained variance; below
+1e-6 of the output's variance fits are not told apart. So an edge that matters little is
+simplified further, down to its mean ("0" scores log10(share)), and one that matters must
+fit well to earn a primitive rather than its mean. An edge whose source is constant (a
+bias term) is its constant value.
 
 The edges are composed in sympy through the network's sums, forward connections and the
 selected exit head, with the inputs' scaling undone (x_scaled = (x - shift) / scale, by the
@@ -143,8 +147,8 @@ class Fit:
         return out
 
 
-def _score(r2: float, complexity: int, simplicity: float) -> float:
-    return math.log10(max(1.0 - r2, R2_FLOOR)) + simplicity * complexity
+def _score(r2: float, complexity: int, simplicity: float, weight: float = 1.0) -> float:
+    return math.log10(max((1.0 - r2) * weight, R2_FLOOR)) + simplicity * complexity
 
 
 def _closed_form(F: np.ndarray, y: np.ndarray):
@@ -297,9 +301,15 @@ def _polish(name: str, u: np.ndarray, y: np.ndarray, r2: float, alpha: float, be
     return r2, alpha, beta, c, d
 
 
-def fit_curve(x, y, primitives: Sequence[str] = DEFAULT_PRIMITIVES, simplicity: float = SIMPLICITY) -> list[Fit]:
+def fit_curve(x, y, primitives: Sequence[str] = DEFAULT_PRIMITIVES, simplicity: float = SIMPLICITY, weight: float = 1.0) -> list[Fit]:
     """Fit samples y(x) by every primitive under an affine map, c f(a x + b) + d; the fits
-    sorted by score (best first), score = log10(max(1 - R^2, R2_FLOOR)) + simplicity * complexity."""
+    sorted by score (best first),
+
+        score = log10(max((1 - R^2) * weight, R2_FLOOR)) + simplicity * complexity,
+
+    ``weight`` the curve's share of the variance of what it feeds (1: the curve alone; export()
+    passes each edge's share of the output's variance, so that an edge that matters little
+    is simplified further, down to the constant "0", and one that matters must fit better)."""
     x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
     unknown = [p for p in primitives if p not in COMPLEXITY]
     if unknown:
@@ -309,7 +319,7 @@ def fit_curve(x, y, primitives: Sequence[str] = DEFAULT_PRIMITIVES, simplicity: 
     u = (x - mid) / half
     spread = float(y.std())
     if spread <= 1e-12 * max(1.0, abs(float(y.mean()))):  # a flat curve: the constant is exact
-        return [Fit("0", 1.0, 0, d=float(y.mean()), score=_score(1.0, 0, simplicity))]
+        return [Fit("0", 1.0, 0, d=float(y.mean()), score=_score(1.0, 0, simplicity, weight))]
     fits = []
     for name in primitives:
         if name == "0":
@@ -318,7 +328,7 @@ def fit_curve(x, y, primitives: Sequence[str] = DEFAULT_PRIMITIVES, simplicity: 
             fit = _poly_fit(name, x, y, u, mid, half)
         else:
             fit = _search_fit(name, x, y, u, mid, half)
-        fit.score = _score(fit.r2, fit.complexity, simplicity)
+        fit.score = _score(fit.r2, fit.complexity, simplicity, weight)
         fits.append(fit)
     return sorted(fits, key=lambda f: (f.score, f.complexity))
 
@@ -341,6 +351,8 @@ class Edge:
     xs: np.ndarray  # the sampled curve z * phi(x)
     ys: np.ndarray
     spline: dict  # what evaluates phi exactly: gate, scale_base, scale_sp, order, knots, coef
+    variance: float = 0.0  # of z * phi over the training inputs (model-scaled)
+    share: float = 1.0  # variance / the variance of the network's (scaled) output
     fits: list[Fit] = field(default_factory=list)  # best first
     numeric: bool = False  # kept as its spline (tolerance)
 
@@ -426,7 +438,7 @@ def contributing_edges(model: GatedKAN, x_scaled: torch.Tensor, estimator: str =
             }
             xs = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
             edges.append(Edge(k, i, o, _source_node(model, k, i), _dest_node(model, k, o), "path" if roles.path[k][i, o] else "bias",
-                              lo, hi, xs, spline_activation(spline, xs), spline))
+                              lo, hi, xs, spline_activation(spline, xs), spline, float(spline_activation(spline, h[:, i].numpy()).var())))
     return edges, roles.exit
 
 
@@ -547,7 +559,7 @@ class Formula:
         for e in self.edges:
             row = {"edge": e.name, "stage": e.stage, "input": e.i, "column": e.o, "src": _node_name(e.src, self.input_names),
                    "dst": _node_name(e.dst, self.output_names), "role": e.role, "forward": e.forward, "head": e.dst[0] == "y",
-                   "range": [e.lo, e.hi]}
+                   "range": [e.lo, e.hi], "share": e.share}
             if e.constant:
                 row.update(primitive="constant", r2=None, value=float(e.ys[0]))
             elif e.numeric:
@@ -613,8 +625,10 @@ def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=
     x_train = torch.as_tensor(np.asarray(x_train), dtype=torch.float64)
     xs_train = scaling.x(x_train)
     edges, exit_k = contributing_edges(model, xs_train, estimator, n)
+    out_var = float(model.predict(xs_train.unsqueeze(0).to(model.alpha.dtype), estimator)[0].double().var(0).mean())
     for e in edges:
-        e.fits = [Fit("constant", 1.0, 0, d=float(e.ys[0]))] if e.constant else fit_curve(e.xs, e.ys, primitives, simplicity)
+        e.share = e.variance / out_var if out_var > 0 else 1.0
+        e.fits = [Fit("constant", 1.0, 0, d=float(e.ys[0]))] if e.constant else fit_curve(e.xs, e.ys, primitives, simplicity, e.share)
 
     y_scale = scaling.y_scale.double().reshape(-1).numpy() * np.ones(n_out)
     y_shift = scaling.y_shift.double().reshape(-1).numpy() * np.ones(n_out)
@@ -656,7 +670,8 @@ def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=
                       {"primitives": list(primitives), "simplicity": simplicity, "r2_floor": R2_FLOOR, "tolerance": tolerance,
                        "tolerance_unit": "std(y_train)" if y_train is not None else "target scale", "samples_per_edge": n,
                        "gate_estimator": estimator,
-                       "score": "log10(max(1 - R^2, r2_floor)) + simplicity * complexity (least wins)",
+                       "score": "log10(max((1 - R^2) * share, r2_floor)) + simplicity * complexity (least wins); "
+                            "share = var(edge over the training inputs) / var(network output)",
                        "complexity": {p: COMPLEXITY[p] for p in primitives}, "sympy_simplify": full_simplify,
                        "printed_digits": f"least of {SIG_DIGITS}..12 whose expression is within {PRINT_RTOL} std(y_train) RMSE of the full one"})
     full = formula.lambdified("simplified")(x_train.numpy())
