@@ -824,10 +824,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kanx.formula: error: {e}", file=sys.stderr)
         return 2
     primitives = [s.strip() for s in args.primitives.split(",") if s.strip()]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        f = formula_of_run(run, primitives=primitives, simplicity=args.simplicity, tolerance=args.tolerance,
-                           full_simplify=args.sympy_simplify)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            f = formula_of_run(run, primitives=primitives, simplicity=args.simplicity, tolerance=args.tolerance,
+                               full_simplify=args.sympy_simplify)
+    except (ValueError, OSError) as e:  # unknown primitive, data that cannot be rebuilt or do not match
+        print(f"kanx.formula: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     print(f.report())
     for path in write(f, args.out or args.run_dir, () if args.no_figure else ("png",)):
         print(path)

@@ -305,3 +305,9 @@ def test_nguyen_f1_formula_end_to_end(f1_run, capsys):
         warnings.simplefilter("ignore")
         f = kanx.load_run(f1_run).formula()
     assert f.printed == [data["expression"]["y"]]
+
+
+def test_cli_refuses_an_unknown_primitive_and_a_missing_run(f1_run, tmp_path, capsys):
+    assert FX.main([str(f1_run), "--primitives", "x,gamma", "--no-figure", "--out", str(tmp_path)]) == 2
+    assert "unknown primitive" in capsys.readouterr().err
+    assert FX.main([str(tmp_path / "nothing")]) == 2
