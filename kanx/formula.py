@@ -445,13 +445,6 @@ def contributing_edges(model: GatedKAN, x_scaled: torch.Tensor, estimator: str =
 # ------------------------------------------------------------------ composition
 
 
-def _edges_into(edges: Sequence[Edge]) -> dict[tuple, list[Edge]]:
-    into: dict[tuple, list[Edge]] = {}
-    for e in edges:
-        into.setdefault(e.dst, []).append(e)
-    return into
-
-
 def evaluate(edges: Sequence[Edge], x_scaled: np.ndarray, n_out: int, exit_k: int) -> np.ndarray:
     """The composed formula on model-scaled inputs (N, n_0) -> scaled outputs (N, n_out):
     each node the sum of its contributing edges, symbolic fits or exact splines."""
