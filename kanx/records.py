@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-SCHEMA_VERSION = 1
-STATUSES = ("ok", "diverged", "collapsed", "failed")
-RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
+from kanx.vocab import CHECKPOINT, DONE, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
 
 
 def finite_or_none(value):

@@ -24,6 +24,7 @@ from kanx import records as R
 from kanx.config import RunConfig, check_width, config_hash, run_config_from, to_container
 from kanx.errors import ConfigError
 from kanx.training import Pack, describe_device, resolve_device
+from kanx.vocab import CONDITIONS
 
 log = logging.getLogger("kanx")
 # Read the checkout's commit now, when this process's code is loaded: a record written hours
@@ -100,7 +101,7 @@ def pending(jobs: Sequence[Job]) -> list[Job]:
 # Hydra sweep; "condition" mixes datasets that share the protocol (Nguyen F1-F8, say);
 # "all" mixes conditions too, on the superset architecture (kanx.kan.network.GatedKAN).
 GROUPINGS = ("sweep", "condition", "all")
-_CONDITION_ORDER = {name: i for i, name in enumerate(("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX"))}
+_CONDITION_ORDER = {name: i for i, name in enumerate(CONDITIONS)}
 
 
 def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = "sweep") -> list[list[Job]]:

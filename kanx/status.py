@@ -43,13 +43,13 @@ from pathlib import Path
 import yaml
 
 from kanx import records as R
+from kanx.vocab import UNGATED  # no beta sweep: seeds only, at beta 0
 
 LOCK = "lock"
 MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing")
 LEFT = ("failed", "running", "checkpointed", "missing")  # what the next invocation trains
 DEFAULT_SEEDS = tuple(range(10))  # conf/config.yaml: hydra.sweeper.params.seed = range(0,10)
-UNGATED = ("Baseline", "F")  # no beta sweep: seeds only, at beta 0
 _RUN_DIR = re.compile(r"beta=(?P<beta>[^,/]+),seed=(?P<seed>\d+)")
 
 

@@ -34,8 +34,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout
 
-DATASETS = [f"nguyen_f{i}" for i in range(1, 11)] + ["ikeda", "ecosystem", "concrete", "superconductor"]
-CONDITIONS = ["baseline", "F", "X", "FX", "E", "EF", "EX", "EFX"]
+from kanx.vocab import CONDITIONS as _CONDITIONS  # noqa: E402
+from kanx.vocab import PAPER_DATASETS, condition_option  # noqa: E402
+
+DATASETS = list(PAPER_DATASETS)
+CONDITIONS = [condition_option(c) for c in _CONDITIONS]
 
 
 def duration(seconds: float) -> str:

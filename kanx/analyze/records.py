@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .registry import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
+from kanx.vocab import DONE as DONE_NAME
+from kanx.vocab import RECORD as RECORD_NAME
+from kanx.vocab import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
-RECORD_NAME = "record.json"
-DONE_NAME = "done"
+from .registry import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
 
 METRICS: tuple[str, ...] = (
     "test_rmse",

@@ -8,34 +8,21 @@ from __future__ import annotations
 
 import re
 
-# The paper's row order (2x2x2 factorial; Baseline = no egates, no FCs, no xgates).
-CONDITIONS: tuple[str, ...] = ("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX")
-# Conditions without a gate, hence without a beta sweep: one cell at beta = 0, no hypervolume.
-UNGATED: tuple[str, ...] = ("Baseline", "F")
-GATED: tuple[str, ...] = tuple(c for c in CONDITIONS if c not in UNGATED)
-BASELINE = "Baseline"
-
-# Dataset registry order; a Nguyen problem is its own table, the family is one panel/column.
-NGUYEN_PROBLEMS: tuple[str, ...] = tuple(f"nguyen_f{k}" for k in range(1, 11))
-DATASETS: tuple[str, ...] = (
-    "sin_xy2",
-    *NGUYEN_PROBLEMS,
-    "ikeda",
-    "ecosystem",
-    "concrete",
-    "superconductor",
-    "csv",
+# The shared names (one owner, kanx.vocab); a Nguyen problem is its own table, the family is
+# one panel/column. Ungated conditions have one cell at beta = 0 and no hypervolume.
+from kanx.vocab import (  # noqa: F401  (re-exported for the analysis modules)
+    BASELINE,
+    CONDITIONS,
+    DATASETS,
+    DYNAMICAL,
+    FAMILIES,
+    GATED,
+    NGUYEN_PROBLEMS,
+    STATUSES,
+    UNGATED,
+    USABLE_STATUSES,
+    family_of,
 )
-FAMILIES: tuple[str, ...] = (
-    "sin_xy2",
-    "nguyen",
-    "ikeda",
-    "ecosystem",
-    "concrete",
-    "superconductor",
-    "csv",
-)
-DYNAMICAL: tuple[str, ...] = ("ikeda", "ecosystem")
 
 FAMILY_NAMES: dict[str, str] = {
     "sin_xy2": "sin(x+y²)",
@@ -48,19 +35,7 @@ FAMILY_NAMES: dict[str, str] = {
 }
 FAMILY_NAMES_LATEX: dict[str, str] = {**FAMILY_NAMES, "sin_xy2": r"$\sin(x+y^2)$"}
 
-# Run statuses written by the runner, and which of them enter medians and log-ratios.
-STATUSES: tuple[str, ...] = ("ok", "collapsed", "diverged", "failed")
-# A collapsed model (no contributing edge left) is a real, if constant, predictor with 0 edges
-# and depth 0, so it counts. Diverged and failed runs have no trustworthy metrics: they are
-# kept in the run table and counted in every cell, but left out of medians and log-ratios.
-USABLE_STATUSES: tuple[str, ...] = ("ok", "collapsed")
-
 _NGUYEN = re.compile(r"nguyen_f(\d+)$")
-
-
-def family_of(dataset: str) -> str:
-    """`nguyen` for the Nguyen problems, else the dataset name."""
-    return "nguyen" if _NGUYEN.match(dataset) else dataset
 
 
 def group_label(group: str) -> str:

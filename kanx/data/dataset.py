@@ -9,10 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-
-def family_of(name: str) -> str:
-    """The group a dataset is reported under: the ten Nguyen problems pool as "nguyen"."""
-    return "nguyen" if name.startswith("nguyen_") else name
+from kanx.vocab import family_of
 
 
 def as_tensor(values: np.ndarray) -> torch.Tensor:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kanx.vocab import CONDITIONS
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -19,7 +21,7 @@ class Condition:
     forward: bool = False
     exits: bool = False
 
-    NAMES = ("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX")  # the paper's row order
+    NAMES = CONDITIONS  # the paper's row order
 
     @property
     def name(self) -> str:

@@ -1,0 +1,49 @@
+"""The names kanx's stages share, each defined once: conditions, datasets and families, run
+statuses, and the files and schema version of a run directory.
+
+Torch-free and import-free, so the config checks, the trainer, the record writer, the
+analysis, the status command and the scripts all read the same facts from here.
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------- conditions
+# The paper's 2x2x2 factorial in its row order (Baseline = no egates, no FCs, no xgates).
+CONDITIONS: tuple[str, ...] = ("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX")
+BASELINE = "Baseline"
+# Conditions without a gate, hence without a beta sweep: seeds only, at beta 0.
+UNGATED: tuple[str, ...] = ("Baseline", "F")
+GATED: tuple[str, ...] = tuple(c for c in CONDITIONS if c not in UNGATED)
+
+
+def condition_option(name: str) -> str:
+    """The `+condition=` value (conf/condition/<value>.yaml) of a condition name."""
+    return "baseline" if name == BASELINE else name
+
+
+# ---------------------------------------------------------------- datasets and families
+NGUYEN_PROBLEMS: tuple[str, ...] = tuple(f"nguyen_f{k}" for k in range(1, 11))
+# The paper's benchmark datasets (what `make reproduce-tables` runs), in report order.
+PAPER_DATASETS: tuple[str, ...] = (*NGUYEN_PROBLEMS, "ikeda", "ecosystem", "concrete", "superconductor")
+# Every dataset kanx ships, in report order: the README's toy, the paper's, and own CSV tables.
+DATASETS: tuple[str, ...] = ("sin_xy2", *PAPER_DATASETS, "csv")
+FAMILIES: tuple[str, ...] = ("sin_xy2", "nguyen", "ikeda", "ecosystem", "concrete", "superconductor", "csv")
+DYNAMICAL: tuple[str, ...] = ("ikeda", "ecosystem")  # test RMSE is the multi-step rollout RMSE
+
+
+def family_of(dataset: str) -> str:
+    """The group a dataset is reported under: the ten Nguyen problems pool as "nguyen"."""
+    return "nguyen" if dataset.startswith("nguyen_f") else dataset
+
+
+# ---------------------------------------------------------------- runs and records
+# Run statuses, in report order. A collapsed model (no contributing edge left) is a real, if
+# constant, predictor with 0 edges and depth 0, so it counts; diverged and failed runs have no
+# trustworthy metrics and stay out of medians and log-ratios.
+STATUSES: tuple[str, ...] = ("ok", "collapsed", "diverged", "failed")
+USABLE_STATUSES: tuple[str, ...] = ("ok", "collapsed")
+
+SCHEMA_VERSION = 1
+# A run directory: the record, the marker written after it, the trained model, and the latest
+# resumable state while the run is unfinished.
+RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
