@@ -2,13 +2,57 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import pickle
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from kanx import records as R
-from kanx.kan.network import GatedKAN
+from kanx.kan.network import Condition, GatedKAN, KANSpec
+
+# model.pt holds tensors and plain data only, so it loads with torch.load(weights_only=True):
+# a results folder on a shared file system must not be able to run code in whoever opens it.
+# Format 1 (before 2026-11-26) pickled kanx objects (KANSpec, Condition, Scaling).
+MODEL_FORMAT = 2
+_SCALING_FIELDS = ("x_shift", "x_scale", "y_shift", "y_scale", "input_scaling", "standardize_targets")
+
+
+def model_file(state: dict, spec: KANSpec, condition: Condition, seed: int, scaling, gate_estimator: str, input_names, output_names) -> dict:
+    """What model.pt holds for one run (state: the member's own-condition state dict)."""
+    return {
+        "format": MODEL_FORMAT,
+        "model": {k: v.detach().cpu() for k, v in state.items()},
+        "spec": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec).items()},
+        "condition": condition.name,
+        "seed": int(seed),
+        "scaling": {f: getattr(scaling, f) for f in _SCALING_FIELDS},
+        "gate_estimator": gate_estimator,
+        "input_names": list(input_names),
+        "output_names": list(output_names),
+    }
+
+
+def read_model_file(path: Path, trust_pickle: bool = False) -> dict:
+    """model.pt as written by model_file, with spec, condition and scaling rebuilt.
+
+    A format-1 file (pickled objects) is refused unless ``trust_pickle``: unpickling a file
+    can run any code its writer put in it."""
+    from kanx.data.scaling import Scaling
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        if not trust_pickle:
+            raise ValueError(f"{path} was written by an older kanx and holds pickled Python objects, which kanx does not load "
+                             "(unpickling can run code): re-run the run (overwrite=true), or, if you trust the file, "
+                             "kanx.load_run(run_dir, trust_pickle=True)") from None
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, OSError) as e:
+        raise ValueError(f"{path} is unreadable or truncated ({type(e).__name__}: {e}); re-run the run with overwrite=true") from None
+    spec = dict(saved["spec"])
+    spec["width"], spec["grid_range"] = tuple(spec["width"]), tuple(spec["grid_range"])
+    return {**saved, "spec": KANSpec(**spec), "condition": Condition.from_name(saved["condition"]), "scaling": Scaling(**saved["scaling"])}
 
 
 @dataclass
@@ -36,13 +80,14 @@ class TrainedRun:
         return formula_of_run(self, **options)
 
 
-def load_run(run_dir: str | Path) -> TrainedRun:
-    """The record, the resolved config and the trained model of a finished run."""
+def load_run(run_dir: str | Path, trust_pickle: bool = False) -> TrainedRun:
+    """The record, the resolved config and the trained model of a finished run.
+    ``trust_pickle``: also load a model.pt of the old, pickled format (read_model_file)."""
     run_dir = Path(run_dir)
     state = R.read_state(run_dir)
     if state.record is None or not (run_dir / R.MODEL).exists():
         raise FileNotFoundError(f"{run_dir} holds no finished run (expected {R.RECORD}, {R.DONE} and {R.MODEL})")
-    saved = torch.load(run_dir / R.MODEL, map_location="cpu", weights_only=False)
+    saved = read_model_file(run_dir / R.MODEL, trust_pickle)
     model = GatedKAN(saved["spec"], saved["condition"], seeds=[saved["seed"]])
     model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})
     model.eval()

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from kanx import records as R
 from kanx.config import RunConfig, check_width, config_hash, run_config_from, to_container
 from kanx.errors import ConfigError
+from kanx.load import model_file
 from kanx.training import Pack, describe_device, resolve_device
 from kanx.vocab import CONDITIONS
 
@@ -145,8 +146,9 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
 
 def _load_checkpoint(run_dir: Path) -> dict | None:
     try:
-        return torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=False)
-    except Exception:  # a damaged checkpoint means: start this run again
+        return torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=True)  # tensors and plain data only
+    except Exception as e:  # a damaged (or pickled-object) checkpoint means: start this run again
+        log.warning(f"{run_dir / R.CHECKPOINT} cannot be loaded as tensors and plain data ({type(e).__name__}); the run starts again")
         return None
 
 
@@ -261,11 +263,8 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
-        _save_torch(job.run_dir / R.MODEL, {
-            "model": {k: v.cpu() for k, v in pack.model.member_state_dict(m).items()},
-            "spec": runs[m].model, "condition": runs[m].condition, "seed": runs[m].seed, "scaling": scalings[m],
-            "gate_estimator": runs[m].gate_estimator, "input_names": datasets[m].input_names, "output_names": datasets[m].output_names,
-        })
+        _save_torch(job.run_dir / R.MODEL, model_file(pack.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
+                                                      runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
         R.write_record(job.run_dir, rec)
         (job.run_dir / R.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""

@@ -96,7 +96,7 @@ def checkpoint_epoch(run_dir: Path) -> int | None:
     import torch  # only here: the rest of the status reads JSON and YAML
 
     try:
-        return int(torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=False)["epoch"])
+        return int(torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=True)["epoch"])
     except Exception:
         return None
 

@@ -1,0 +1,76 @@
+"""Faults a shared cluster brings: files in a results folder that are not what kanx wrote."""
+
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from test_cli import TOY, cli, records
+
+import kanx
+
+ARGS = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "beta=0.1", "seed=0", *TOY]
+
+
+class Planted:
+    """A pickle that, when loaded, creates a file: stands for any code a pickle can run."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def plant(path: Path, marker: Path) -> None:
+    with open(path, "wb") as f:
+        pickle.dump({"model": Planted(marker)}, f)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faults")
+    cli("+condition=EFX", f"results_root={root}", *ARGS)
+    (run_dir,) = [p.parent for p in root.rglob("record.json")]
+    return run_dir
+
+
+def test_a_planted_model_pickle_is_refused_not_run(finished, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in ("record.json", "done"):
+        (run_dir / name).write_bytes((finished / name).read_bytes())
+    marker = tmp_path / "pwned"
+    plant(run_dir / "model.pt", marker)
+    with pytest.raises(ValueError, match="pickled Python objects"):
+        kanx.load_run(run_dir)
+    assert not marker.exists()
+
+
+def test_a_planted_checkpoint_pickle_is_not_run_and_the_run_starts_again(tmp_path):
+    from kanx.plan import sweep_jobs
+
+    root = tmp_path / "results"
+    ((_, run_dir),) = sweep_jobs("sin_xy2", "EFX", [f"results_root={root}", *ARGS])
+    run_dir.mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    plant(run_dir / "checkpoint.pt", marker)
+    p = cli("+condition=EFX", f"results_root={root}", *ARGS)
+    assert not marker.exists()
+    assert "cannot be loaded as tensors and plain data" in p.stderr + p.stdout
+    (rec,) = records(root)
+    assert rec["status"] == "ok" and not (run_dir / "checkpoint.pt").exists()
+
+
+def test_model_files_hold_plain_data_and_a_truncated_one_is_named(finished, tmp_path):
+    saved = torch.load(finished / "model.pt", weights_only=True)  # raises if anything is pickled
+    assert saved["format"] == 2 and saved["condition"] == "EFX"
+    run = kanx.load_run(finished)
+    assert run.model.condition.name == "EFX" and run.scaling.input_scaling == "minmax"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in ("record.json", "done"):
+        (run_dir / name).write_bytes((finished / name).read_bytes())
+    (run_dir / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200])
+    with pytest.raises(ValueError, match=r"model\.pt is unreadable or truncated"):
+        kanx.load_run(run_dir)
