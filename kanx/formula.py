@@ -498,10 +498,10 @@ def round_floats(expr: sp.Expr, digits: int = SIG_DIGITS) -> sp.Expr:
 
 
 def simplify(expr: sp.Expr, full: bool = False) -> sp.Expr:
-    """The expression expanded by sympy (sums of products, inside functions too), and with
-    ``full`` also through sympy.simplify (slow: seconds for ten operations, minutes for large
-    expressions, so off by default)."""
-    expr = sp.expand(expr)
+    """The expression expanded by sympy (products of sums multiplied out, inside functions
+    too; exp(a + b) and log(a b) left whole), and with ``full`` also through sympy.simplify
+    (slow: seconds for ten operations, minutes for large expressions, so off by default)."""
+    expr = sp.expand(expr, power_exp=False, power_base=False, log=False)
     if full:
         try:
             expr = sp.simplify(expr)
