@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -118,6 +119,8 @@ def _int(value, key: str) -> int:
 def _num(value, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{key}={value!r} must be a number")
+    if not math.isfinite(value):
+        raise ConfigError(f"{key}={value!r} must be a finite number")
     return float(value)
 
 
@@ -229,6 +232,23 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m.get("gate_estimator", "threshold"), "model.gate_estimator", GATE_ESTIMATORS),
                      train=train, beta=beta, seed=seed, device=device, overwrite=bool(c.get("overwrite", False)))
+
+
+def check_against_data(run: RunConfig, n_train: int) -> None:
+    """Checks that need the dataset's size: under train.complexity_scale=mdl_batch the factor
+    is log(n)/n with n the batch actually drawn, min(batch_size, n_train), and n = 1 would
+    remove the complexity term (log 1 = 0)."""
+    if run.train.complexity_scale == "mdl_batch" and min(run.train.batch_size, n_train) < 2:
+        raise ConfigError(f"train.batch_size={run.train.batch_size} with {n_train} training rows makes batches of 1, and "
+                          "train.complexity_scale=mdl_batch then multiplies L_C by log(1)/1 = 0: use train.batch_size >= 2")
+
+
+def check_device(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("device=cuda but torch finds no CUDA device: use device=cpu or device=auto")
 
 
 def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:

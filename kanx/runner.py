@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from kanx import records as R
-from kanx.config import RunConfig, check_width, config_hash, run_config_from, to_container
+from kanx.config import RunConfig, check_against_data, check_device, check_width, config_hash, run_config_from, to_container
 from kanx.errors import ConfigError
 from kanx.load import model_file
 from kanx.training import Pack, describe_device, resolve_device
@@ -70,7 +70,9 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg
         container.pop("hydra", None)
         run = run_config_from(container)
+        check_device(run.device)
         ds = load_data(run)
+        check_against_data(run, ds.n_train)
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
         container.setdefault("model", {})["width"] = list(run.model.width)
         job = Job(container, run, Path(run_dir), config_hash(container))

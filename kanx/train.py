@@ -26,15 +26,21 @@ def run(cfg: DictConfig) -> dict | None:
     """Hydra task function: one job, in its own output directory."""
     from kanx.runner import run_jobs
 
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        return run_jobs([(cfg, Path(HydraConfig.get().runtime.output_dir))])[0]
+        record = run_jobs([(cfg, run_dir)])[0]
     except ConfigError as e:
         fail(e)
+    if record and record.get("status") == "failed":
+        fail(f"the run failed; {run_dir / 'record.json'} holds the error", code=1)
+    return record
 
 
-def fail(error: Exception) -> None:
+def fail(error: Exception | str, code: int = 2) -> None:
+    """Stop with one line on stderr: exit 2 for bad input (nothing trained), 1 for runs that
+    failed (their records say why)."""
     print(f"kanx: error: {error}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def main() -> None:

@@ -117,7 +117,8 @@ class Pack:
         self.beta = torch.tensor([r.beta for r in runs], dtype=torch.float32, device=device)
         # L_C enters the loss of members with E or X only (beta acts through their gates).
         self.uses_lc = torch.tensor([c.edge_gates or c.exits for c in self.conditions], device=device)
-        self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, self.train_cfg.batch_size)
+        # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
+        self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
         self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr)
         self.generators = member_generators(seeds, stream=1)

@@ -74,3 +74,35 @@ def test_model_files_hold_plain_data_and_a_truncated_one_is_named(finished, tmp_
     (run_dir / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200])
     with pytest.raises(ValueError, match=r"model\.pt is unreadable or truncated"):
         kanx.load_run(run_dir)
+
+
+def test_a_failed_pack_is_recorded_and_the_sweep_exits_nonzero(tmp_path):
+    """A pack that raises mid-training (here: a planted error in the trainer, standing for an
+    out-of-memory or a device fault) writes `failed` records and the sweep exits 1."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kanx.training as t\n"
+            "def boom(self): raise RuntimeError('planted fault')\n"
+            "t.Pack.run_epoch = boom\n"
+            "import runpy\n"
+            f"sys.argv = ['kanx.train', '+condition=E', 'results_root={tmp_path}', 'seed=0,1', " + ", ".join(repr(a) for a in ARGS if a != "seed=0") + ", '-m']\n"
+            "runpy.run_module('kanx.train', run_name='__main__', alter_sys=True)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert "2 of 2 run(s) failed" in p.stderr
+    recs = records(tmp_path)
+    assert [r["status"] for r in recs] == ["failed", "failed"] and "planted fault" in recs[0]["error"]
+
+
+def test_bad_numbers_and_devices_stop_before_compute(tmp_path):
+    import torch
+
+    for override, message in (("beta=inf", "beta=inf must be a finite number"), ("train.lr=nan", "train.lr=nan must be a finite number"),
+                              ("train.batch_size=1", "makes batches of 1")):
+        p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, override, check=False)
+        assert p.returncode == 2 and message in p.stderr, p.stderr
+    if not torch.cuda.is_available():
+        p = cli(f"results_root={tmp_path}", *ARGS, "device=cuda", check=False)
+        assert p.returncode == 2 and "device=cuda but torch finds no CUDA device" in p.stderr
+    assert not list(tmp_path.rglob("record.json"))

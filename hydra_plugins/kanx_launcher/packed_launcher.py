@@ -105,6 +105,9 @@ class PackedLauncher(Launcher):
             records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group)
         except ConfigError as e:
             fail(e)
+        failed = [str(run_dir) for (_, run_dir, _), record in zip(jobs, records, strict=True) if record and record.get("status") == "failed"]
+        if failed:  # recorded (a re-run retries them), but a script must see it
+            fail(f"{len(failed)} of {len(jobs)} run(s) failed; their record.json holds the error, e.g. {failed[0]}", code=1)
         returns = []
         for (cfg, run_dir, overrides), record in zip(jobs, records, strict=True):
             ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
