@@ -39,11 +39,15 @@ EFX at M = 70 after warm-up, instead of the benchmark.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -111,17 +115,67 @@ def timed(call, steps_per_call: int, seconds: float, device: torch.device) -> tu
 # ------------------------------------------------------------------ the cells
 
 
+class Baseline:
+    """kanx as of another commit, importable beside this checkout's kanx in one process.
+
+    ``git archive REV kanx`` is unpacked into a temporary folder. Its modules are imported
+    while that folder leads sys.path and kept aside; ``active()`` swaps them into sys.modules
+    for the duration of a call (building a Pack, running epochs), so lazy imports inside kanx
+    resolve to the same commit, and puts this checkout's modules back afterwards.
+    """
+
+    def __init__(self, rev: str):
+        repo = Path(__file__).resolve().parents[1]
+        self.rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", rev], check=True, capture_output=True, text=True).stdout.strip()
+        self.dir = tempfile.mkdtemp(prefix=f"kanx-{self.rev}-")
+        archive = subprocess.run(["git", "-C", str(repo), "archive", self.rev, "kanx"], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", self.dir], input=archive, check=True)
+        self.modules: dict = {}
+        with self.active():
+            import kanx.training  # noqa: F401
+
+            assert Path(sys.modules["kanx"].__file__).is_relative_to(self.dir), sys.modules["kanx"].__file__
+
+    @staticmethod
+    def _take() -> dict:
+        return {k: sys.modules.pop(k) for k in list(sys.modules) if k == "kanx" or k.startswith("kanx.")}
+
+    @contextlib.contextmanager
+    def active(self):
+        ours = self._take()
+        sys.modules.update(self.modules)
+        sys.path.insert(0, self.dir)
+        try:
+            yield
+        finally:
+            sys.path.remove(self.dir)
+            self.modules = self._take()
+            sys.modules.update(ours)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class KanxCell:
     """A kanx Pack of M EFX members, kept alive across repeats."""
 
-    def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device):
+    def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device, baseline: Baseline | None = None):
+        self.baseline = baseline
+        with self.context():
+            self._build(arch, M, compile, device)
+        self.impl = ("kanx packed" if compile else "kanx packed (eager)") + (f" @{baseline.rev}" if baseline else "")
+
+    def context(self):
+        """This checkout's kanx, or the baseline commit's while it runs."""
+        return self.baseline.active() if self.baseline else contextlib.nullcontext()
+
+    def _build(self, arch: Arch, M: int, compile: bool, device: torch.device) -> None:
         from kanx.config import DataConfig, RunConfig, TrainConfig
         from kanx.kan.network import Condition, KANSpec
         from kanx.kan.objective import Costs
         from kanx.training import Pack
 
         self.arch, self.M, self.compiled, self.device = arch, M, compile, device
-        self.impl = "kanx packed" if compile else "kanx packed (eager)"
         train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile)
         runs = [
             RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train, BETAS[s % len(BETAS)], s, device=device.type)
@@ -132,6 +186,10 @@ class KanxCell:
         self.steps_per_epoch = math.ceil(arch.rows / arch.batch)
 
     def warm_up(self, max_seconds: float = 180.0) -> str:
+        with self.context():
+            return self._warm_up(max_seconds)
+
+    def _warm_up(self, max_seconds: float) -> str:
         """Epochs until an epoch's time settles (the first ones compile)."""
         start, times = time.perf_counter(), []
         while True:
@@ -144,6 +202,10 @@ class KanxCell:
                 return f"{len(times)} epochs in {time.perf_counter() - start:.1f} s (first {times[0]:.2f} s, last {times[-1] * 1e3:.0f} ms)"
 
     def measure(self, seconds: float) -> tuple[float, float]:
+        with self.context():
+            return self._measure(seconds)
+
+    def _measure(self, seconds: float) -> tuple[float, float]:
         steps, t0 = 0, time.perf_counter()
         while steps < WARM_STEPS and (steps == 0 or time.perf_counter() - t0 < WARM_MAX_SECONDS):
             self.pack.run_epoch()
@@ -220,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="timed seconds per repeat (default 3, --quick 1)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where both sides train (default cpu)")
     ap.add_argument("--profile", action="store_true", help="profile one epoch of packed Concrete EFX M=70 instead")
+    ap.add_argument("--baseline-commit", metavar="REV", default=None, help="also time kanx of commit REV (git archive) at M=70, interleaved with this checkout's, and print the kanx-vs-kanx ratio")
     args = ap.parse_args(argv)
 
     try:
@@ -250,12 +313,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"protocol: {repeats} interleaved repeats per cell, each {WARM_STEPS} warm-up steps + ~{seconds:g} s timed; kanx compile={'on' if args.compile else 'off'}")
     sys.stdout.flush()
 
+    baseline = Baseline(args.baseline_commit) if args.baseline_commit else None
+    if baseline:
+        print(f"baseline: kanx at {baseline.rev} (git archive into {baseline.dir}), timed in the same repeats as this checkout's")
     cells = []
     for arch in ARCHS:
         cells.append(PykanCell(arch, device))
         cells.extend(KanxCell(arch, M, args.compile, device) for M in PACK_SIZES)
         if args.compile and args.eager_row:
             cells.append(KanxCell(arch, PACK_SIZES[-1], False, device))
+        if baseline:
+            cells.append(KanxCell(arch, PACK_SIZES[-1], args.compile, device, baseline))
 
     t_start = time.perf_counter()
     print("\nwarm-up:")
@@ -299,10 +367,16 @@ def main(argv: list[str] | None = None) -> int:
             msps = sps * c.M
             ratio = msps / base
             print(f"| {c.impl} | {arch.name} {arch.label} | {arch.batch} | {c.M} | {sps:.1f} | {msps:.0f} | {ratio:.1f}x |")
-            if arch is ARCHS[0] and isinstance(c, KanxCell) and c.M == 70 and c.compiled == args.compile:
+            if arch is ARCHS[0] and isinstance(c, KanxCell) and c.M == 70 and c.compiled == args.compile and c.baseline is None:
                 headline = ratio
     print(f"\nload average at end (1/5/15 min): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; total {time.perf_counter() - t_start:.0f} s")
     print(f"headline ({args.device}): packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
+    if baseline:
+        for arch in ARCHS:
+            ours, theirs = (next(c for c in cells if isinstance(c, KanxCell) and c.arch is arch and c.M == PACK_SIZES[-1] and c.compiled == args.compile and (c.baseline is None) == mine) for mine in (True, False))
+            a, b = statistics.median(rates[id(ours)]), statistics.median(rates[id(theirs)])
+            print(f"kanx vs kanx @{baseline.rev} ({arch.name}, M={PACK_SIZES[-1]}, compile={'on' if args.compile else 'off'}): {a:.1f} / {b:.1f} steps/s = {a / b:.2f}x")
+        baseline.cleanup()
     return 0
 
 

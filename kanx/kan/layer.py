@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from kanx.kan.spec import KANSpec
-from kanx.kan.spline import adaptive_grid, fit_coefficients, spline_features, spline_values, uniform_grid
+from kanx.kan.spline import adaptive_grid, fit_coefficients, kan_matmul, spline_values, uniform_grid
 
 
 class KANLayer(nn.Module):
@@ -57,19 +57,14 @@ class KANLayer(nn.Module):
     def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         """x: (M, B, I), gate: (M, I, O) -> (M, B, O).
 
-        The gated weights are folded into one (M, I*(1+C), O) matrix so the layer is one
-        batched matmul over [silu(x), B(x)] features.
+        The gated weights are folded into one (M, 1+C, I, O) array [z w_b, z w_s c_1, ..., z w_s c_C]
+        so the layer is one batched matmul over the [silu(x), B(x)] features (spline.kan_matmul:
+        the features from the K+1 B-splines that are nonzero at each input, the input gradient
+        from their K+1 derivatives).
         """
-        M, B, I = x.shape
-        feats = spline_features(x, self.grid, self.K, self.compiled and torch.is_grad_enabled())  # (M, B, I, 1+C)
-        w = torch.cat([(gate * self.scale_base).unsqueeze(-1), (gate * self.scale_sp).unsqueeze(-1) * self.coef], dim=-1)
-        w = w.permute(0, 1, 3, 2).reshape(M, -1, self.out_features)  # (M, I*(1+C), O)
-        feats = feats.reshape(M, B, -1)
-        if M == 1 and self.out_features == 1:
-            # A lone matrix-vector product takes BLAS's gemv path, which rounds differently
-            # from the batched kernel a pack uses; doubling it keeps the two alike.
-            return torch.bmm(torch.cat([feats, feats]), torch.cat([w, w]))[:1]
-        return torch.bmm(feats, w)  # (M, B, O)
+        w = torch.cat([(gate * self.scale_base).unsqueeze(-1), (gate * self.scale_sp).unsqueeze(-1) * self.coef], dim=-1)  # (M, I, O, 1+C)
+        w = w.permute(0, 3, 1, 2).contiguous()  # (M, 1+C, I, O)
+        return kan_matmul(x, self.grid, w, self.K, self.compiled and torch.is_grad_enabled())
 
     def edge_spline(self, x: torch.Tensor) -> torch.Tensor:
         """The spline part sum_c coef_c B_c(x) of every edge: (M, N, I) -> (M, N, I, O)."""

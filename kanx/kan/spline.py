@@ -74,59 +74,213 @@ def bspline_basis(x: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor:
     return _cox_de_boor(x.unsqueeze(-1), grid.unsqueeze(1).to(x.dtype), K, False)[0]
 
 
-def _features(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool):
-    """[silu(x), B_1(x), ..., B_C(x)] (M, B, I, 1+C) and, if asked, its derivative in x."""
-    xe, g = x.unsqueeze(-1), grid.unsqueeze(1)  # (M, B, I, 1), (M, 1, I, T)
-    basis, dbasis = _cox_de_boor(xe, g, K, with_derivative)
-    sig = torch.sigmoid(xe)
-    feats = torch.cat([xe * sig, basis], dim=-1)
-    if not with_derivative:
-        return feats, None
-    return feats, torch.cat([sig * (1 + xe * (1 - sig)), dbasis], dim=-1)
+def _local_planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
+    """The K+1 basis functions that can be nonzero at x, by the local (de Boor) form of Cox-de Boor.
+
+    x: (M, B, I), grid_t: (M, T, I) (the grid with its knot axis before the input axis) ->
+    (j, N, dN, silu, dsilu) where
+      j (M, B, I) int64 is the knot interval t_j <= x < t_{j+1} of x, the largest such j, so the
+        interval is nonempty even where knots repeat (a grid update on tied data);
+      N = [N_0, ..., N_K], N_r (M, B, I) = B_{j-K+r}(x): every other B_c(x) is 0 (order-K support
+        [t_c, t_{c+K+1})); indices j-K+r outside 0..C-1 belong to no basis function and are
+        dropped by the callers;
+      dN the same for dB/dx (None unless asked); silu(x) = x sigmoid(x) and silu'(x) (None unless asked).
+    Outside [t_0, t_{T-1}) N = dN = 0, as in ``bspline_basis`` (j is then clamped to 0..T-2).
+
+    With t_j <= x < t_{j+1} and B^0_j = 1, order p follows from order p-1 (B^{p-1}_{j-p+1+r},
+    r = 0..p-1) through temp_r = B^{p-1}_{j-p+1+r} / (t_{j+1+r} - t_{j-p+1+r}):
+        B^p_{j-p+r} = (t_{j+r+1} - x) temp_r + (x - t_{j-p+r}) temp_{r-1},  r = 0..p (temp_{-1} = temp_p = 0),
+    which is B^p_i = (x - t_i)/(t_{i+p} - t_i) B^{p-1}_i + (t_{i+p+1} - x)/(t_{i+p+1} - t_{i+1}) B^{p-1}_{i+1}
+    of ``_cox_de_boor`` restricted to i = j-p..j; and, at p = K,
+        dB^K_{j-K+r}/dx = K (temp_{r-1} - temp_r),
+    which is dB^K_i/dx = K/(t_{i+K} - t_i) B^{K-1}_i - K/(t_{i+K+1} - t_{i+1}) B^{K-1}_{i+1}. Every
+    denominator spans [t_j, t_{j+1}], so none is 0 for x inside the grid; outside, where N = 0, a
+    guard keeps a degenerate grid from making 0/0. Knots t_{j-K+1} .. t_{j+K} below t_0 or above
+    t_{T-1} are read as t_0 and t_{T-1}: they only enter basis functions with indices outside 0..C-1.
+
+    Every tensor here is one (M, B, I) plane (no K+1-wide inner axis), so the compiled kernel
+    vectorizes along the inputs.
+    """
+    M, B, I = x.shape
+    T = grid_t.shape[1]
+    j = (grid_t.unsqueeze(1) <= x.unsqueeze(2)).sum(2, dtype=torch.int32) - 1  # (M, B, I): -1 below t_0, T-1 from t_{T-1} on
+    inside = (j >= 0) & (j <= T - 2)
+    j = j.clamp(0, T - 2)
+    flat = grid_t.reshape(-1)
+    base = torch.arange(M, device=x.device, dtype=torch.int32).view(M, 1, 1) * (T * I) + torch.arange(I, device=x.device, dtype=torch.int32)  # (M, 1, I)
+    t = [flat[base + (j + (d - K + 1)).clamp(0, T - 1) * I] for d in range(2 * K)]  # t[d] = t_{j-K+1+d}
+    N = [inside.to(x.dtype)]  # B^0_j
+    dN = None
+    for p in range(1, K + 1):
+        temp = []
+        for r in range(p):
+            span = t[K + r] - t[K - p + r]  # t_{j+1+r} - t_{j-p+1+r}
+            temp.append(N[r] / torch.where(span > 0, span, torch.ones_like(span)))
+        if with_derivative and p == K:
+            dN = [K * ((temp[r - 1] if r > 0 else 0.0) - (temp[r] if r < p else 0.0)) for r in range(p + 1)]
+        down = [(t[K + r] - x) * temp[r] for r in range(p)]  # (t_{j+r+1} - x) temp_r
+        up = [(x - t[K - p + r]) * temp[r] for r in range(p)]  # (x - t_{j-p+1+r}) temp_r, into r + 1
+        N = [down[0]] + [down[r] + up[r - 1] for r in range(1, p)] + [up[p - 1]]
+    sig = torch.sigmoid(x)
+    dsilu = sig * (1 + x * (1 - sig)) if with_derivative else None
+    return j, N, dN, x * sig, dsilu
+
+
+def local_basis(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool = False):
+    """``_local_planes`` for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with N, dN stacked on a
+    last axis (M, B, I, K+1): N[..., r] = B_{j-K+r}(x)."""
+    j, N, dN, _, _ = _local_planes(x, grid.transpose(1, 2).contiguous(), K, with_derivative)
+    return j, torch.stack(N, -1), (torch.stack(dN, -1) if dN is not None else None)
+
+
+def _planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
+    """The local basis as stacked planes: j, N (K+1, M, B, I), silu and, if asked, dN and silu'."""
+    j, N, dN, silu, dsilu = _local_planes(x, grid_t, K, with_derivative)
+    return j, torch.stack(N), silu, (torch.stack(dN) if with_derivative else None), dsilu
+
+
+def _dense(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int) -> torch.Tensor:
+    """Features feats[m, b, f, i] = [silu(x), B_0(x), ..., B_{C-1}(x)] (M, B, 1+C, I) from the local
+    basis: B_c(x) = N_{c-j+K} where 0 <= c-j+K <= K, else 0 (K+1 selects per feature).
+
+    Built as 1+C planes of (M, B, I) stacked at once: compiled, every plane is written from the
+    same loop over (M, B, I) that computes the local basis, which is never stored."""
+    zero = torch.zeros((), dtype=N[0].dtype, device=N[0].device)
+    planes = [silu]
+    for c in range(C):
+        r_c = (c + K) - j  # B_c(x) is N_{r_c}
+        v = torch.where(r_c == 0, N[0], zero)
+        for r in range(1, K + 1):
+            v = torch.where(r_c == r, N[r], v)
+        planes.append(v)
+    return torch.stack(planes, dim=2)
+
+
+def _dense_scatter(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int) -> torch.Tensor:
+    """``_dense`` by one scatter into a (M, B, C+2K, I) row padded by K zeros on each side (eager)."""
+    M, B, I = j.shape
+    idx = j.long().unsqueeze(2) + torch.arange(K + 1, device=j.device).view(1, 1, -1, 1)  # (M, B, K+1, I): position of B_{j-K+r} + K
+    padded = torch.zeros(M, B, C + 2 * K, I, dtype=N.dtype, device=N.device).scatter_(2, idx, N.permute(1, 2, 0, 3))
+    return torch.cat([silu.unsqueeze(2), padded[:, :, K : K + C]], dim=2)
+
+
+def _selected(h: torch.Tensor, j: torch.Tensor, K: int, r: int) -> torch.Tensor:
+    """h[m, b, 1 + j-K+r, i] (M, B, I), the entry of feature B_{j-K+r}, or 0 where j-K+r is no
+    basis index, for h (M, B, 1+C, I) (expanded views welcome)."""
+    C = h.shape[2] - 1
+    c = j + (r - K)
+    hr = torch.gather(h, 2, (1 + c.clamp(0, C - 1)).long().unsqueeze(2)).squeeze(2)
+    return torch.where((c >= 0) & (c < C), hr, torch.zeros((), dtype=hr.dtype, device=hr.device))
+
+
+def _grad_x(h: torch.Tensor, g: torch.Tensor | None, j: torch.Tensor, dN: torch.Tensor, dsilu: torch.Tensor, K: int) -> torch.Tensor:
+    """d loss / d x[m,b,i] = silu'(x) H[m,b,0,i] + sum_r dN_r H[m,b,1+j-K+r,i] for the layer
+    y = feats @ w, with H[m,b,f,i] = sum_o grad_out[m,b,o] w[m,f,i,o] the gradient of the features:
+    only the K+2 nonzero features of each input have a derivative, so H is read there only.
+
+    h (M, B, 1+C, I) is H itself, or, with one output (g = grad_out[..., 0] (M, B)), w[..., 0]
+    (M, 1, 1+C, I) and H = g h, which the compiled kernel never materializes.
+    """
+    M, B, I = j.shape
+    h = h.expand(M, B, h.shape[2], I)
+    out = dsilu * h[:, :, 0]
+    for r in range(K + 1):
+        out = out + dN[r] * _selected(h, j, K, r)
+    return out if g is None else out * g.unsqueeze(-1)
+
+
+def _forward(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
+    """Local basis and dense features (M, B, 1+C, I) of a layer: (feats, j, dN (K+1, M, B, I), silu')."""
+    j, N, dN, silu, dsilu = _local_planes(x, grid_t, K, with_derivative)
+    return _dense(j, N, silu, grid_t.shape[1] - K - 1, K), j, (torch.stack(dN) if with_derivative else None), dsilu
+
+
+def _forward_eager(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
+    j, N, silu, dN, dsilu = _planes(x, grid_t, K, with_derivative)
+    return _dense_scatter(j, N, silu, grid_t.shape[1] - K - 1, K), j, dN, dsilu
 
 
 _COMPILED: dict = {}
+_EAGER = {"forward": _forward_eager, "grad_x": _grad_x}
 
 
-def _feature_kernel(compiled: bool, with_derivative: bool):
-    """The feature map, fused into one kernel by torch.compile when asked.
+def _kernel(compiled: bool, name: str):
+    """One of the layer's elementwise kernels, fused by torch.compile when asked: "forward" (the
+    local basis and the dense features) and "grad_x" (the input gradient).
 
-    For these tiny networks the elementwise basis recursion is most of a training step:
-    eager PyTorch runs ~25 memory-bound passes over (M, B, I, T) tensors plus their
-    autograd backward; the compiled kernel makes one pass and the closed-form derivative
-    replaces the backward through the recursion. Shapes are static (one compile per
-    layer and batch shape, cached on disk by inductor).
+    For these tiny networks the elementwise work around the matmuls is a large part of a
+    training step; the compiled kernels make one pass each over (M, B, I) planes and never
+    materialize the dense derivative of the features or, with one output, their gradient.
+    Shapes are static (one compile per layer and batch shape, cached on disk by inductor).
     """
     if not compiled:
-        return lambda x, grid, K: _features(x, grid, K, with_derivative)
-    if with_derivative not in _COMPILED:
+        return _EAGER[name]
+    if name not in _COMPILED:
         # One compile per (layer, batch shape): a 4-stage pack with a partial last batch already
         # needs 8, and a process trains several packs; past dynamo's default limit of 8 it would
         # silently fall back to eager (~3x slower).
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-        _COMPILED[with_derivative] = torch.compile(lambda x, grid, K: _features(x, grid, K, with_derivative), dynamic=False)
-    return _COMPILED[with_derivative]
+        _COMPILED[name] = torch.compile({"forward": _forward, "grad_x": _grad_x}[name], dynamic=False)
+    return _COMPILED[name]
 
 
-class _Features(torch.autograd.Function):
+def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.bmm, except that a lone matrix-vector product (one member, one column) is doubled:
+    it would take BLAS's gemv path, which rounds differently from the batched kernel a pack uses."""
+    if a.shape[0] == 1 and b.shape[-1] == 1:
+        return torch.bmm(torch.cat([a, a]), torch.cat([b, b]))[:1]
+    return torch.bmm(a, b)
+
+
+class _KANMatmul(torch.autograd.Function):
+    """y = feats(x) @ w for feats (M, B, (1+C)*I) and w (M, (1+C)*I, O); gradients to x (through
+    the K+2 nonzero feature derivatives per input) and to w; none to the grid."""
+
     @staticmethod
-    def forward(ctx, x, grid, K, compiled):
-        need = ctx.needs_input_grad[0]
-        feats, dfeats = _feature_kernel(compiled, need)(x, grid, K)
-        ctx.save_for_backward(dfeats if need else None)
-        return feats
+    def forward(ctx, x, grid, w, K, compiled):
+        M, B, I = x.shape
+        F, O = w.shape[1], w.shape[-1]
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[2]
+        feats, j, dN, dsilu = _kernel(compiled, "forward")(x, grid.transpose(1, 2).contiguous(), K, need_x)
+        feats = feats.view(M, B, F * I)
+        ctx.K, ctx.compiled, ctx.w_shape = K, compiled, w.shape
+        ctx.save_for_backward(w if need_x else None, j, dN, dsilu, feats if need_w else None)
+        return _bmm(feats, w.view(M, F * I, O))
 
     @staticmethod
-    def backward(ctx, grad_feats):
-        (dfeats,) = ctx.saved_tensors
-        grad_x = (grad_feats * dfeats).sum(-1) if dfeats is not None else None
-        return grad_x, None, None, None
+    def backward(ctx, grad_out):
+        w, j, dN, dsilu, feats = ctx.saved_tensors
+        grad_x = grad_w = None
+        M, B, O = grad_out.shape
+        grad_out = grad_out.contiguous()
+        if w is not None:
+            F, I = w.shape[1], w.shape[2]
+            if O == 1:  # H = grad_out w^T is an outer product: formed inside the kernel
+                h, g = w.view(M, 1, F, I), grad_out.view(M, B)
+            else:
+                h, g = torch.bmm(grad_out, w.view(M, F * I, O).transpose(1, 2)).view(M, B, F, I), None
+            grad_x = _kernel(ctx.compiled, "grad_x")(h, g, j, dN, dsilu, ctx.K)
+        if feats is not None:
+            grad_w = _bmm(feats.transpose(1, 2), grad_out).view(ctx.w_shape)
+        return grad_x, None, grad_w, None, None
 
 
-def spline_features(x: torch.Tensor, grid: torch.Tensor, K: int, compiled: bool = False) -> torch.Tensor:
-    """[silu(x), B(x)] features of every input: x (M, B, I), grid (M, I, T) -> (M, B, I, 1+C),
-    differentiable in x through the closed-form derivative (no gradient to the grid)."""
-    return _Features.apply(x, grid.to(x.dtype), K, compiled)
+def kan_matmul(x: torch.Tensor, grid: torch.Tensor, w: torch.Tensor, K: int, compiled: bool = False) -> torch.Tensor:
+    """y[m,b,o] = sum_f sum_i feats[m,b,f,i] w[m,f,i,o] with feats = [silu(x), B_0(x), ..., B_{C-1}(x)].
+
+    x (M, B, I), grid (M, I, T), w (M, 1+C, I, O) contiguous -> (M, B, O); differentiable in x
+    (closed-form derivative of the K+1 nonzero basis functions, ``_local_planes``) and in w,
+    not in the grid. ``compiled``: the elementwise kernels run as torch.compile kernels.
+    """
+    return _KANMatmul.apply(x, grid.to(x.dtype), w, K, compiled)
+
+
+def spline_features(x: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor:
+    """[silu(x), B_0(x), ..., B_{C-1}(x)] of every input without gradient, from the local basis:
+    x (M, B, I), grid (M, I, T) -> (M, B, I, 1+C) (reference and tests)."""
+    grid = grid.to(x.dtype)
+    j, N, silu, _, _ = _planes(x, grid.transpose(1, 2).contiguous(), K, False)
+    return _dense_scatter(j, N, silu, grid.shape[-1] - K - 1, K).transpose(2, 3)
 
 
 def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: int, rtol: float | None = None) -> torch.Tensor:
