@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -49,8 +49,13 @@ class TrainConfig:
     complexity_scale: str = "mdl_batch"
     checkpoint_every: int = 500
     pack_size: int = 70
-    compile: bool = False
+    compile: bool = True
     cuda_graph: bool = False
+
+
+# The defaults a key missing from a composed config falls back to (conf/config.yaml sets them
+# all; tests/test_vocab.py checks the two agree).
+_TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
 @dataclass(frozen=True)
@@ -186,15 +191,15 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     train = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup, fc_warmup=fc_warmup,
         grid_updates=bool(t["grid_updates"]),
-        grid_update_count=_int(t.get("grid_update_count", 10), "train.grid_update_count"),
-        grid_update_every=_int(t.get("grid_update_every", 5), "train.grid_update_every"),
-        tau_x_start=_num(t.get("tau_x_start", 5.0), "train.tau_x_start"),
-        tau_x_end=_num(t.get("tau_x_end", 0.1), "train.tau_x_end"),
-        complexity_scale=_choice(t.get("complexity_scale", "mdl_batch"), "train.complexity_scale", COMPLEXITY_SCALES),
-        checkpoint_every=_int(t.get("checkpoint_every", 0), "train.checkpoint_every"),
-        pack_size=_int(t.get("pack_size", 70), "train.pack_size"),
-        compile=bool(t.get("compile", False)),
-        cuda_graph=bool(t.get("cuda_graph", False)),
+        grid_update_count=_int(t.get("grid_update_count", _TRAIN_DEFAULTS["grid_update_count"]), "train.grid_update_count"),
+        grid_update_every=_int(t.get("grid_update_every", _TRAIN_DEFAULTS["grid_update_every"]), "train.grid_update_every"),
+        tau_x_start=_num(t.get("tau_x_start", _TRAIN_DEFAULTS["tau_x_start"]), "train.tau_x_start"),
+        tau_x_end=_num(t.get("tau_x_end", _TRAIN_DEFAULTS["tau_x_end"]), "train.tau_x_end"),
+        complexity_scale=_choice(t.get("complexity_scale", _TRAIN_DEFAULTS["complexity_scale"]), "train.complexity_scale", COMPLEXITY_SCALES),
+        checkpoint_every=_int(t.get("checkpoint_every", _TRAIN_DEFAULTS["checkpoint_every"]), "train.checkpoint_every"),
+        pack_size=_int(t.get("pack_size", _TRAIN_DEFAULTS["pack_size"]), "train.pack_size"),
+        compile=bool(t.get("compile", _TRAIN_DEFAULTS["compile"])),
+        cuda_graph=bool(t.get("cuda_graph", _TRAIN_DEFAULTS["cuda_graph"])),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
     _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")

@@ -17,7 +17,7 @@ SPEC = KANSpec((2, 3, 3, 1))
 def run(condition: str, seed: int, beta: float, epochs: int = 6) -> RunConfig:
     # warmup 2 and fc_warmup 3: beta onset, FC switch and their grid-update bursts fall at
     # different epochs for different conditions, so each member needs its own schedule.
-    t = TrainConfig(epochs=epochs, batch_size=32, warmup=2, fc_warmup=3, grid_update_count=2, grid_update_every=1)
+    t = TrainConfig(epochs=epochs, batch_size=32, warmup=2, fc_warmup=3, grid_update_count=2, grid_update_every=1, compile=False)
     return RunConfig(DataConfig("sin_xy2", seed), Condition.from_name(condition), SPEC, Costs(), "threshold", t, beta, seed)
 
 
