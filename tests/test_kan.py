@@ -9,7 +9,17 @@ import torch
 from kanx.kan import gates
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity, complexity_scale, data_loss, exit_mse
-from kanx.kan.spline import bspline_basis, fit_coefficients, spline_values, uniform_grid
+from kanx.kan.spline import (
+    _cox_de_boor,
+    adaptive_grid,
+    bspline_basis,
+    fit_coefficients,
+    kan_matmul,
+    local_basis,
+    spline_features,
+    spline_values,
+    uniform_grid,
+)
 from kanx.kan.structure import model_structure, trace
 
 # (width, condition) -> contributing edges / depth for every exit k (X, FX: pi one-hot on k).
@@ -172,6 +182,104 @@ def test_spline_values_match_basis_times_coefficients():
     x = torch.rand(2, 6, 3, dtype=torch.float64) * 2 - 1
     ref = torch.einsum("mbic,mioc->mbio", bspline_basis(x, grid, 3), coef)
     assert torch.allclose(spline_values(x, grid, coef, 3), ref)
+
+
+
+def _test_grids(M=3, I=4, G=10, K=3):
+    """Per-(member, input) grids: uniform; non-uniform; and after a grid update on tied data
+    (grid_eps = 0: knots of multiplicity up to K+1, as on Concrete's age column)."""
+    grid = uniform_grid(M, I, G, K)
+    grid[1, :, K:-K] += torch.linspace(0, 0.05, G + 1) ** 2 * torch.arange(1, I + 1, dtype=torch.float64).view(I, 1)
+    tied = _tied_samples().expand(1, -1, I).clone()
+    tied[..., 1] = torch.where(tied[..., 1] > 0, tied[..., 1], torch.zeros(()))  # many zeros, as an admixture
+    grid[2] = adaptive_grid(torch.sort(tied, dim=1).values, G, K, 0.0)[0]
+    return grid
+
+
+def _test_points(grid, B=60, seed=0):
+    """x (M, B, I): inside and outside the grid, and exactly on every knot."""
+    M, I, T = grid.shape
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(M, B, I, generator=g, dtype=torch.float64) * 4 - 2
+    x[:, :T] = grid.transpose(1, 2)
+    return x
+
+
+def _dense_reference(x, grid, w, K):
+    """y = [silu(x), B(x)] @ w by the dense Cox-de Boor recursion, with autograd's gradients."""
+    basis, _ = _cox_de_boor(x.unsqueeze(-1), grid.unsqueeze(1), K, False)
+    feats = torch.cat([torch.nn.functional.silu(x).unsqueeze(-1), basis], dim=-1)  # (M, B, I, 1+C)
+    return torch.einsum("mbif,mfio->mbo", feats, w)
+
+
+def test_local_basis_matches_dense_cox_de_boor():
+    # The K+1 basis functions of the local (de Boor) evaluation and their derivatives are the
+    # dense recursion's nonzero ones, on knots, outside the grid and on repeated knots.
+    K = 3
+    grid = _test_grids()
+    assert (grid[2].diff(dim=-1) == 0).any()  # repeated knots
+    x = _test_points(grid)
+    dense, dense_d = _cox_de_boor(x.unsqueeze(-1), grid.unsqueeze(1), K, True)  # (M, B, I, C)
+    j, N, dN = local_basis(x, grid, K, with_derivative=True)
+    C = dense.shape[-1]
+    idx = j.long().unsqueeze(-1) + torch.arange(-K, 1)  # basis index of N[..., r]
+    valid = (idx >= 0) & (idx < C)
+    for got, ref in ((N, dense), (dN, dense_d)):
+        picked = torch.gather(ref, -1, idx.clamp(0, C - 1))
+        assert torch.allclose(torch.where(valid, got, 0.0), torch.where(valid, picked, 0.0), rtol=1e-12, atol=1e-12)
+        # everything else is zero: the K+1 values carry the whole sum
+        assert torch.allclose(torch.where(valid, got, 0.0).sum(-1), ref.sum(-1), rtol=1e-12, atol=1e-12)
+    feats = spline_features(x, grid, K)
+    assert torch.allclose(feats[..., 1:], dense, rtol=1e-12, atol=1e-12)
+    outside = (x < grid[:, None, :, 0]) | (x >= grid[:, None, :, -1])
+    assert outside.any() and (feats[..., 1:][outside] == 0).all()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("O", [1, 5])
+def test_kan_matmul_matches_the_dense_layer_in_float32(compiled, O):
+    # Values and gradients (x and the folded weights) of the fused layer against the dense
+    # Cox-de Boor layer in float64 from the same float32 inputs: equal to float32 rounding.
+    K = 3
+    grid = _test_grids().float()
+    x = _test_points(grid.double()).float()
+    w = torch.randn(x.shape[0], grid.shape[-1] - K, x.shape[-1], O, generator=torch.Generator().manual_seed(1))
+    gy = torch.randn(x.shape[0], x.shape[1], O, generator=torch.Generator().manual_seed(2))
+    xa, wa = x.clone().requires_grad_(), w.clone().requires_grad_()
+    y = kan_matmul(xa, grid, wa, K, compiled)
+    gx, gw = torch.autograd.grad(y, (xa, wa), gy)
+    xr, wr = x.double().requires_grad_(), w.double().requires_grad_()
+    yr = _dense_reference(xr, grid.double(), wr, K)
+    gxr, gwr = torch.autograd.grad(yr, (xr, wr), gy.double())
+    for name, got, ref in (("y", y, yr), ("grad x", gx, gxr), ("grad w", gw, gwr)):
+        scale = ref.abs().max().item()
+        err = (got.double() - ref).abs().max().item()
+        assert err <= 1e-6 * scale * x.shape[-1] * (K + 2), f"{name}: max error {err:.3g} at scale {scale:.3g}"
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_layer_after_a_grid_update_on_tied_data_matches_the_dense_formula(compiled):
+    # KANLayer.forward = sum_i z (w_b silu(x_i) + w_s sum_c c_c B_c(x_i)) with gradients to x and
+    # coef, after update_grid on tied inputs (repeated knots) and at x outside and on the knots.
+    model = GatedKAN(KANSpec((4, 3)), Condition(), seeds=[0, 1])
+    layer = model.stages[0]
+    layer.compiled = compiled
+    samples = _tied_samples().expand(2, -1, 4).float()
+    layer.update_grid(samples, grid_eps=0.0)
+    assert (layer.grid.diff(dim=-1) == 0).any()
+    x = _test_points(layer.grid.double(), seed=3).float().requires_grad_()
+    gate = torch.rand(2, 4, 3, generator=torch.Generator().manual_seed(4))
+    y = layer(x, gate)
+    gy = torch.randn_like(y)
+    gx, gc = torch.autograd.grad(y, (x, layer.coef), gy)
+    xr, cr = x.detach().double().requires_grad_(), layer.coef.detach().double().requires_grad_()
+    basis = bspline_basis(xr, layer.grid.double(), layer.K)  # (M, B, I, C)
+    edge = layer.scale_base.double().unsqueeze(1) * torch.nn.functional.silu(xr).unsqueeze(-1) + layer.scale_sp.double().unsqueeze(1) * torch.einsum("mbic,mioc->mbio", basis, cr)
+    yr = (gate.double().unsqueeze(1) * edge).sum(2)
+    gxr, gcr = torch.autograd.grad(yr, (xr, cr), gy.double())
+    for name, got, ref in (("y", y, yr), ("grad x", gx, gxr), ("grad coef", gc, gcr)):
+        scale = ref.abs().max().item()
+        assert (got.double() - ref).abs().max().item() <= 1e-5 * scale, name
 
 
 # ------------------------------------------------------------------ gates
