@@ -2,45 +2,18 @@
 bad input, determinism. Runs on sin(x + y^2) at toy sizes."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from helpers import ROOT, TOY, cli, composed, records
 
-from kanx.config import config_hash, register_resolvers
+from kanx.config import config_hash
 from kanx.errors import ConfigError
 from kanx.runner import run_jobs
 from kanx.training import describe_device, resolve_device
-
-ROOT = Path(__file__).resolve().parents[1]
-TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false"]
-
-
-def cli(*args, cwd=ROOT, timeout=300, check=True):
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
-    p = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
-    if check and p.returncode != 0:
-        raise AssertionError(f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return p
-
-
-def records(root: Path) -> list[dict]:
-    out = []
-    for f in sorted(root.rglob("record.json")):
-        assert (f.parent / "done").exists(), f
-        out.append(json.loads(f.read_text()))
-    return out
-
-
-def composed(*overrides, hydra=False):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=list(overrides), return_hydra_config=hydra)
 
 
 def test_small_real_sweep_through_the_cli(tmp_path):

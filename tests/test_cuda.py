@@ -6,23 +6,13 @@ import json
 
 import pytest
 import torch
-from test_cli import TOY, cli, records
-from test_training import make_runs, toy_data
+from helpers import TOY, cli, records, toy_data, trained
+from test_training import make_runs
 
 from kanx.training import Pack
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 CUDA = torch.device("cuda")
-
-
-def trained(runs, x, y, device, epochs=None):
-    pack = Pack(runs, x, y, x.shape[1], device)
-    if epochs is None:
-        pack.train()
-    else:
-        while pack.epoch < epochs:
-            pack.run_epoch()
-    return pack
 
 
 def states(pack):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli import TOY, cli, records
+from helpers import TOY, cli, records
 
 import kanx
 

@@ -5,8 +5,9 @@ replay itself on a GPU."""
 from dataclasses import replace
 
 import torch
-from test_mixed_packs import mixed_runs, toy_data
-from test_mixed_packs import train as train_pack
+from helpers import toy_data
+from helpers import trained as train_pack
+from test_mixed_packs import mixed_runs
 
 from kanx.training import Pack
 

@@ -3,6 +3,7 @@ on the superset architecture, each following the trajectory of the same run trai
 
 import pytest
 import torch
+from helpers import ROOT, toy_data, trained
 
 from kanx.config import DataConfig, RunConfig, TrainConfig
 from kanx.kan.network import Condition, GatedKAN, KANSpec
@@ -21,22 +22,6 @@ def run(condition: str, seed: int, beta: float, epochs: int = 6) -> RunConfig:
     return RunConfig(DataConfig("sin_xy2", seed), Condition.from_name(condition), SPEC, Costs(), "threshold", t, beta, seed)
 
 
-def toy_data(M, N=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(M, N, 2, generator=g) * 2 - 1
-    return x, torch.sin(2 * x[..., :1] + x[..., 1:] ** 2)
-
-
-def train(runs, x, y, epochs=None):
-    pack = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
-    if epochs is None:
-        pack.train()
-    else:
-        while pack.epoch < epochs:
-            pack.run_epoch()
-    return pack
-
-
 def assert_same_member(mixed: Pack, m: int, alone: Pack, what: str) -> None:
     own = mixed.model.member_state_dict(m)
     ref = alone.model.member_state_dict(0)
@@ -53,13 +38,13 @@ def mixed_runs():
 def test_all_eight_conditions_in_one_pack_follow_their_lone_trajectories():
     runs = mixed_runs()
     x, y = toy_data(len(runs))
-    mixed = train(runs, x, y)
+    mixed = trained(runs, x, y)
     assert mixed.model.mixed and mixed.condition.name == "EFX"
     x_test, _ = toy_data(len(runs), N=64, seed=1)
     mixed_pred = mixed.predict(x_test)
     structures = mixed.structures()
     for m, r in enumerate(runs):
-        alone = train([r], x[m : m + 1], y[m : m + 1])
+        alone = trained([r], x[m : m + 1], y[m : m + 1])
         assert not alone.model.mixed and alone.condition == r.condition
         assert_same_member(mixed, m, alone, r.condition.name)
         assert torch.allclose(mixed_pred[m], alone.predict(x_test[m : m + 1])[0], rtol=1e-5, atol=1e-6), r.condition.name
@@ -77,13 +62,13 @@ def test_member_checkpoints_are_in_their_own_layout_and_resume_in_any_pack():
     """A member checkpointed in a mixed pack resumes alone (and vice versa) exactly."""
     runs = mixed_runs()
     x, y = toy_data(len(runs))
-    first = train(runs, x, y, epochs=3)
+    first = trained(runs, x, y, epochs=3)
     states = [first.member_state(m) for m in range(len(runs))]
     for m, r in enumerate(runs):
         alone = GatedKAN(SPEC, r.condition, [r.seed])
         assert states[m]["model"].keys() == alone.state_dict().keys()
         assert all(states[m]["model"][k].shape == v[0].shape for k, v in alone.state_dict().items())
-    full = train(runs, x, y)
+    full = trained(runs, x, y)
     # Resume the EFX and E members alone and the rest as a mixed pack of six.
     pick = [7, 4]
     rest = [m for m in range(len(runs)) if m not in pick]
@@ -99,7 +84,7 @@ def test_member_checkpoints_are_in_their_own_layout_and_resume_in_any_pack():
 
 def test_members_without_gates_keep_them_frozen_open():
     runs = mixed_runs()
-    mixed = train(runs, *toy_data(len(runs)))
+    mixed = trained(runs, *toy_data(len(runs)))
     for m, r in enumerate(runs):
         state = mixed.model.member_state_dict(m)
         if not r.condition.edge_gates:
@@ -118,7 +103,6 @@ def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group)
 
     from kanx.config import register_resolvers
     from kanx.runner import make_packs, pending, prepare_jobs, run_jobs
-    from tests.test_cli import ROOT
 
     register_resolvers()
     small = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false", "train.epochs=4", "train.warmup=2", "train.fc_warmup=1",

@@ -4,10 +4,10 @@ and packs cut across sweeps train every run once, in one process or in workers."
 import json
 
 import pytest
+from helpers import TOY, cli, records
 
 from kanx.plan import assign, run_plan, sweep_jobs
 from kanx.runner import make_packs, pending, prepare_jobs
-from tests.test_cli import TOY, cli, records
 
 TINY = [*TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "seed=0,1"]
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from helpers import toy_data, trained
 
 from kanx.config import DataConfig, RunConfig, TrainConfig
 from kanx.kan.network import Condition, KANSpec
@@ -14,18 +15,6 @@ from kanx.training import Pack, beta_active, fc_active, grid_update_epochs, tau_
 def make_runs(condition="EFX", seeds=(0, 1, 2), betas=(0.0, 0.05, 0.5), epochs=5, **train):
     t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "compile": False, "warmup": 1, "fc_warmup": 2, "grid_update_count": 2, "grid_update_every": 1} | train)
     return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), Costs(), "threshold", t, b, s) for s, b in zip(seeds, betas, strict=True)]
-
-
-def toy_data(M, N=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(M, N, 2, generator=g) * 2 - 1
-    return x, torch.sin(2 * x[..., :1] + x[..., 1:] ** 2)
-
-
-def train(runs, x, y):
-    pack = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
-    pack.train()
-    return pack
 
 
 def test_schedules():
@@ -42,10 +31,10 @@ def test_schedules():
 def test_packed_members_match_runs_trained_one_at_a_time():
     runs = make_runs()  # 5 epochs x 4 steps = 20 steps, FC switch and grid updates included
     x, y = toy_data(3)
-    packed = train(runs, x, y)
+    packed = trained(runs, x, y)
     assert packed.steps == 20
     for m, run in enumerate(runs):
-        alone = train([run], x[m : m + 1], y[m : m + 1])
+        alone = trained([run], x[m : m + 1], y[m : m + 1])
         for (name, a), b in zip(packed.model.state_dict().items(), alone.model.state_dict().values(), strict=True):
             assert torch.allclose(a[m], b[0], rtol=1e-5, atol=1e-7), name
 
@@ -58,7 +47,7 @@ def test_a_lone_run_trains_bitwise_like_its_packed_self(condition):
     # step (test above; docs/reproduction-notes.md).
     runs = make_runs(condition=condition)
     x, y = toy_data(3)
-    packed, alone = train(runs, x, y), train(runs[:1], x[:1], y[:1])
+    packed, alone = trained(runs, x, y), trained(runs[:1], x[:1], y[:1])
     for (name, a), b in zip(packed.model.state_dict().items(), alone.model.state_dict().values(), strict=True):
         assert torch.equal(a[0], b[0]), name
 
@@ -68,8 +57,8 @@ def test_a_diverging_member_is_frozen_and_the_others_are_untouched():
     x, y = toy_data(2)
     y_bad = y.clone()
     y_bad[1, 0, 0] = float("inf")
-    good = train(runs[:1], x[:1], y[:1])
-    pack = train(runs, x, y_bad)
+    good = trained(runs[:1], x[:1], y[:1])
+    pack = trained(runs, x, y_bad)
     assert pack.alive.tolist() == [True, False]
     for (name, a), b in zip(pack.model.state_dict().items(), good.model.state_dict().values(), strict=True):
         assert torch.allclose(a[0], b[0], rtol=1e-5, atol=1e-7), name
@@ -78,7 +67,7 @@ def test_a_diverging_member_is_frozen_and_the_others_are_untouched():
 def test_resuming_from_member_states_gives_the_same_model():
     runs = make_runs(epochs=6)
     x, y = toy_data(3)
-    full = train(runs, x, y)
+    full = trained(runs, x, y)
     first = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
     while first.epoch < 3:
         first.run_epoch()
@@ -92,8 +81,8 @@ def test_resuming_from_member_states_gives_the_same_model():
 
 def test_same_seed_same_numbers():
     x, y = toy_data(1)
-    a = train(make_runs(seeds=(3,), betas=(0.1,)), x, y)
-    b = train(make_runs(seeds=(3,), betas=(0.1,)), x, y)
+    a = trained(make_runs(seeds=(3,), betas=(0.1,)), x, y)
+    b = trained(make_runs(seeds=(3,), betas=(0.1,)), x, y)
     for pa, pb in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True):
         assert torch.equal(pa, pb)
 

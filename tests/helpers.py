@@ -1,0 +1,62 @@
+"""What several test modules share: toy data, training a pack, running the CLI, reading
+records, composing configs. Imported as `from helpers import ...` (pytest puts tests/ on the
+path)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+
+from kanx.config import register_resolvers
+from kanx.training import Pack
+
+ROOT = Path(__file__).resolve().parents[1]
+# Toy sizes for CLI sweeps: small data, small batches, the eager basis (no compile start-up).
+TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false"]
+
+
+def toy_data(M, N=128, seed=0):
+    """M members' copies of z = sin(2x + y^2) on N points of [-1, 1]^2."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(M, N, 2, generator=g) * 2 - 1
+    return x, torch.sin(2 * x[..., :1] + x[..., 1:] ** 2)
+
+
+def trained(runs, x, y, device=None, epochs=None) -> Pack:
+    """A Pack of these runs trained to the end, or to ``epochs``."""
+    pack = Pack(runs, x, y, x.shape[1], device or torch.device("cpu"))
+    if epochs is None:
+        pack.train()
+    else:
+        while pack.epoch < epochs:
+            pack.run_epoch()
+    return pack
+
+
+def cli(*args, cwd=ROOT, timeout=300, check=True):
+    """`python -m kanx.train ARGS` in a fresh process."""
+    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+    p = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and p.returncode != 0:
+        raise AssertionError(f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+def records(root: Path) -> list[dict]:
+    """Every finished record under root (each must have its done marker), in path order."""
+    out = []
+    for f in sorted(root.rglob("record.json")):
+        assert (f.parent / "done").exists(), f
+        out.append(json.loads(f.read_text()))
+    return out
+
+
+def composed(*overrides, hydra=False):
+    """The config `python -m kanx.train OVERRIDES` composes."""
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose("config", overrides=list(overrides), return_hydra_config=hydra)
