@@ -69,9 +69,9 @@ docs-calibration: install ## docs/CALIBRATION.md from the records under results/
 docs-reproduction: install ## docs/REPRODUCTION.md from results/paper/concrete and the published values
 	$(PY) scripts/reproduction_doc.py
 
-bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra)
+bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra); BASELINE=REV also times kanx of commit REV
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) scripts/bench.py
+	$(PY) scripts/bench.py $(if $(BASELINE),--baseline-commit $(BASELINE))
 
 bench-paper: install ## Whole-paper cost estimate on this device: mixed packs vs one sweep per pack [DEVICE=cpu|cuda] [GROUP=all] [PACK_SIZE=n]
 	$(PY) scripts/bench_paper.py --device $(or $(DEVICE),cpu) --group $(GROUP) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
