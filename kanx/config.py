@@ -26,7 +26,7 @@ GATE_ESTIMATORS = ("threshold", "louizos")
 # Keys of the `dataset` node that configure kanx rather than the dataset loader.
 _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
 # Keys that do not change a run's numbers: left out of its identity hash.
-_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "dataset.data_dir", "dataset.betas")
+_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas")
 # Keys added after records existed, with the value that reproduces the behaviour from before
 # them: left out of the hash while they hold it, so older records keep their identity.
 _ADDED_LATER = {"model.grid_refit_rtol": None}
@@ -51,6 +51,7 @@ class TrainConfig:
     pack_size: int = 70
     compile: bool = True
     cuda_graph: bool = False
+    log_every: int = 0  # metrics.csv cadence in epochs; 0: about 200 rows a run
 
 
 # The defaults a key missing from a composed config falls back to (conf/config.yaml sets them
@@ -86,7 +87,7 @@ class RunConfig:
         """Runs with equal keys can train as one pack: they share the training protocol and
         the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
         may differ in condition, beta, seed and dataset (kanx.training.Pack)."""
-        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0), self.device)
+        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device)
 
 
 def register_resolvers() -> None:
@@ -200,10 +201,12 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         pack_size=_int(t.get("pack_size", _TRAIN_DEFAULTS["pack_size"]), "train.pack_size"),
         compile=bool(t.get("compile", _TRAIN_DEFAULTS["compile"])),
         cuda_graph=bool(t.get("cuda_graph", _TRAIN_DEFAULTS["cuda_graph"])),
+        log_every=_int(t.get("log_every", _TRAIN_DEFAULTS["log_every"]), "train.log_every"),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
     _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")
     _require(train.pack_size >= 1, f"train.pack_size={train.pack_size} must be >= 1")
+    _require(train.log_every >= 0, f"train.log_every={train.log_every} must be >= 0 (0: about 200 rows a run)")
     _require(train.checkpoint_every >= 0, f"train.checkpoint_every={train.checkpoint_every} must be >= 0 (0: no checkpoints)")
 
     grid_size, order = _int(m["grid_size"], "model.grid_size"), _int(m["spline_order"], "model.spline_order")

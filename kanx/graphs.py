@@ -36,6 +36,7 @@ class StaticSteps:
         self.tau = torch.ones((), device=device)
         self.alive = torch.ones(M, dtype=torch.bool, device=device)
         self.epoch_loss = torch.zeros(M, device=device)
+        self.epoch_data = torch.zeros(M, device=device)
         self.buffers: dict[int, tuple[torch.Tensor, ...]] = {}
         self.graphs: dict[tuple[int, bool], torch.cuda.CUDAGraph] = {}
         pack.optimizer.make_capturable(device)
@@ -45,6 +46,7 @@ class StaticSteps:
         self.tau.fill_(tau)
         self.alive.copy_(alive)
         self.epoch_loss.zero_()
+        self.epoch_data.zero_()
 
     def step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor) -> None:
         B = xb.shape[1]
@@ -69,6 +71,7 @@ class StaticSteps:
         out = model(xb, gates)
         eta = model.exit_weights(u[:, n_gate:], self.tau)
         loss = data_loss(out, yb, eta)
+        self.epoch_data += loss.detach()
         if pack.condition.edge_gates or pack.condition.exits:
             with_lc = total_loss(loss, complexity(model, pack.costs), self.beta, pack.scale)
             loss = torch.where(pack.uses_lc, with_lc, loss) if model.mixed else with_lc
@@ -85,7 +88,7 @@ class StaticSteps:
         opt = self.pack.optimizer
         tensors = [p.data for p in opt.param_groups[0]["params"]]
         tensors += [s[k] for s in opt.state.values() for k in ("exp_avg", "exp_avg_sq")]
-        return [*tensors, opt._shared_step, self.epoch_loss]
+        return [*tensors, opt._shared_step, self.epoch_loss, self.epoch_data]
 
     def _capture(self, buffers: tuple[torch.Tensor, ...]) -> torch.cuda.CUDAGraph:
         state = self._mutable_state()

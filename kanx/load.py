@@ -64,6 +64,14 @@ class TrainedRun:
     gate_estimator: str = "threshold"
     input_names: tuple = ()
     output_names: tuple = ()
+    run_dir: Path | None = None
+
+    @property
+    def history(self):
+        """The run's training curves (metrics.csv, kanx.curves) as a DataFrame; None without one."""
+        from kanx.curves import read_history
+
+        return read_history(self.run_dir) if self.run_dir is not None else None
 
     @torch.no_grad()
     def predict(self, x: torch.Tensor) -> torch.Tensor:
@@ -91,4 +99,4 @@ def load_run(run_dir: str | Path, trust_pickle: bool = False) -> TrainedRun:
     model = GatedKAN(saved["spec"], saved["condition"], seeds=[saved["seed"]])
     model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})
     model.eval()
-    return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"], saved["input_names"], saved["output_names"])
+    return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"], saved["input_names"], saved["output_names"], run_dir)

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from kanx import records as R
 from kanx.config import RunConfig, check_against_data, check_device, check_width, config_hash, run_config_from, to_container
+from kanx.curves import Curves, default_every
 from kanx.errors import ConfigError
 from kanx.load import model_file
 from kanx.training import Pack, describe_device, resolve_device
@@ -228,6 +229,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         log.info(f"resuming {len(jobs)} run(s) from epoch {pack.epoch}")
 
     cfg = runs[0].train
+    curves = Curves([j.run_dir for j in jobs], cfg.log_every or default_every(cfg.epochs), pack.epoch)
     name = f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} {'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}"
     bar = tqdm(total=cfg.epochs, initial=pack.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
@@ -235,6 +237,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
 
     def on_epoch(p: Pack, progress) -> None:
         bar.update(1)
+        curves.add(p, progress)
         if progress.epoch % every == 0 or p.epoch == cfg.epochs:
             open_gates = (p.model.inference_gates(p.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
@@ -242,6 +245,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         _ACTIVE.update(jobs=jobs, pack=p, state=state)
         if cfg.checkpoint_every and p.epoch % cfg.checkpoint_every == 0 and p.epoch < cfg.epochs:
             _write_checkpoints(jobs, p, state)
+            curves.flush()
             log.info(_progress_line(p, progress, name, cfg.epochs, resumed_at))
 
     try:
@@ -249,6 +253,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
     finally:
         _ACTIVE.clear()
         bar.close()
+    curves.flush()
 
     stacked = stack_scalings(scalings)
 

@@ -87,6 +87,7 @@ class Progress:
     epoch: int
     loss: torch.Tensor  # (M,) mean training loss of the epoch
     alive: torch.Tensor  # (M,) bool
+    data_loss: torch.Tensor | None = None  # (M,) mean data term L_data of the epoch
 
 
 def member_grid_updates(train: TrainConfig, conditions: Sequence[Condition]) -> dict[int, torch.Tensor]:
@@ -175,10 +176,11 @@ class Pack:
         x = torch.gather(self.x, 1, perm.unsqueeze(-1).expand(-1, -1, self.x.shape[-1]))  # (M, N, n_0) shuffled
         y = torch.gather(self.y, 1, perm.unsqueeze(-1).expand(-1, -1, self.y.shape[-1]))
         if cfg.cuda_graph:
-            return self._finish_epoch(self._static_epoch(x, y, noise, beta, tau), n_batches)
+            return self._finish_epoch(*self._static_epoch(x, y, noise, beta, tau), n_batches)
         n_gate = model.n_edges if self.condition.edge_gates else 0
         dead = ~self.alive
         epoch_loss = torch.zeros(self.M, device=self.device)
+        epoch_data = torch.zeros(self.M, device=self.device)
         for b in range(n_batches):
             xb, yb, u = x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b]
             # sample gates -> forward -> loss
@@ -186,6 +188,7 @@ class Pack:
             out = model(xb, gates)  # (M, E, B, P)
             eta = model.exit_weights(u[:, n_gate:], tau)
             loss = data_loss(out, yb, eta)
+            epoch_data += loss.detach()
             if self.condition.edge_gates or self.condition.exits:
                 with_lc = total_loss(loss, complexity(model, self.costs), beta, self.scale)
                 loss = torch.where(self.uses_lc, with_lc, loss) if model.mixed else with_lc
@@ -196,11 +199,11 @@ class Pack:
                 self._freeze(dead)
             self.optimizer.step()
             epoch_loss += loss.detach()
-        return self._finish_epoch(epoch_loss, n_batches)
+        return self._finish_epoch(epoch_loss, epoch_data, n_batches)
 
-    def _static_epoch(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, beta: torch.Tensor, tau: float) -> torch.Tensor:
+    def _static_epoch(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, beta: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
         """The epoch's steps on static buffers: CUDA-graph replays on a GPU, the same step
-        eagerly elsewhere (kanx.graphs). Returns the summed loss per member."""
+        eagerly elsewhere (kanx.graphs). Returns the summed loss and data loss per member."""
         from kanx.graphs import StaticSteps
 
         if self.static_steps is None:
@@ -209,14 +212,14 @@ class Pack:
         steps.begin_epoch(beta, tau, self.alive.to(self.device))
         for b in range(noise.shape[0]):
             steps.step(x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b])
-        return steps.epoch_loss.clone()
+        return steps.epoch_loss.clone(), steps.epoch_data.clone()
 
-    def _finish_epoch(self, epoch_loss: torch.Tensor, n_batches: int) -> Progress:
+    def _finish_epoch(self, epoch_loss: torch.Tensor, epoch_data: torch.Tensor, n_batches: int) -> Progress:
         epoch = self.epoch
         self.steps += n_batches
         self.epoch += 1
         self._check_divergence(epoch_loss)
-        return Progress(epoch, epoch_loss / n_batches, self.alive.clone())
+        return Progress(epoch, epoch_loss / n_batches, self.alive.clone(), epoch_data / n_batches)
 
     def _check_divergence(self, epoch_loss: torch.Tensor) -> None:
         """A member whose loss turned non-finite is frozen from now on (one host sync per

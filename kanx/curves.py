@@ -1,0 +1,98 @@
+"""Training curves: each run's metrics.csv, a row every `train.log_every` epochs.
+
+Columns (a member's own condition decides which exist):
+    epoch        epochs finished
+    loss         mean training loss of the epoch (L_data + beta (log n / n) L_C where L_C acts)
+    data_loss    mean L_data of the epoch (the exit-weighted MSE with X)
+    lc           L_C at the epoch's end (Eq. approx-model-complexity, or reachability-mdl-compact with X)
+    beta         the beta in force (0 during the warmup, and for Baseline and F)
+    open_gates   open edges at the epoch's end (deterministic gates; every existing edge without E)
+    exit         the selected exit (argmax pi)
+    pi_0..pi_L-1 the exit distribution (with X)
+    tau_x        the exit-gate temperature of the epoch (with X)
+    lr           the learning rate
+    elapsed_s    training seconds so far
+The file is rewritten atomically at every checkpoint and at the end, and a resumed run keeps
+the rows it had, so it always covers epochs 1 .. (last checkpoint or the end).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import torch
+
+from kanx import records as R
+from kanx.kan.objective import complexity
+from kanx.training import Pack, Progress, beta_active, tau_x
+
+METRICS = "metrics.csv"
+
+
+def default_every(epochs: int) -> int:
+    """About 200 rows over a run: smooth curves at the paper's epochs, negligible cost."""
+    return max(1, epochs // 200)
+
+
+class Curves:
+    def __init__(self, run_dirs: list[Path], every: int, resume_epoch: int = 0):
+        self.run_dirs, self.every = [Path(d) for d in run_dirs], every
+        self.rows: list[list[dict]] = [_rows_before(d / METRICS, resume_epoch) if resume_epoch else [] for d in self.run_dirs]
+
+    @torch.no_grad()
+    def add(self, pack: Pack, progress: Progress) -> None:
+        """Rows for every member after an epoch, at the cadence (and after the last epoch)."""
+        if pack.epoch % self.every and pack.epoch != pack.train_cfg.epochs:
+            return
+        model, cfg = pack.model, pack.train_cfg
+        lc = complexity(model, pack.costs).cpu()
+        open_gates = (model.inference_gates(pack.estimator) > 0).sum(-1).cpu()  # existing edges only
+        pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()
+        on = beta_active(progress.epoch, cfg.warmup)
+        beta = [r.beta if on and (c.edge_gates or c.exits) else 0.0 for r, c in zip(pack.runs, pack.conditions, strict=True)]
+        tau = tau_x(progress.epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
+        data = progress.data_loss.cpu() if progress.data_loss is not None else torch.full((pack.M,), float("nan"))
+        loss = progress.loss.cpu()
+        for m, condition in enumerate(pack.conditions):
+            row = {"epoch": pack.epoch, "loss": float(loss[m]), "data_loss": float(data[m]), "lc": float(lc[m]), "beta": beta[m],
+                   "open_gates": int(open_gates[m]), "exit": int(exits[m])}
+            if condition.exits:
+                row |= {f"pi_{k}": float(pi[m, k]) for k in range(model.L)} | {"tau_x": tau}
+            row |= {"lr": cfg.lr, "elapsed_s": round(pack.train_seconds, 3)}
+            self.rows[m].append(row)
+
+    def flush(self) -> None:
+        for run_dir, rows in zip(self.run_dirs, self.rows, strict=True):
+            if rows:
+                buf = io.StringIO()
+                writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(rows)
+                R.atomic_write_bytes(run_dir / METRICS, buf.getvalue().encode())
+
+
+def _rows_before(path: Path, epoch: int) -> list[dict]:
+    """The rows of an existing metrics.csv up to ``epoch`` (a resumed run's history)."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    return [r for r in rows if r["epoch"] <= epoch]
+
+
+def _number(text: str):
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+
+
+def read_history(run_dir: str | Path):
+    """A run's metrics.csv as a pandas DataFrame (None if the run has none)."""
+    import pandas as pd
+
+    path = Path(run_dir) / METRICS
+    return pd.read_csv(path) if path.exists() else None

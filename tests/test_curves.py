@@ -1,0 +1,61 @@
+"""metrics.csv: training curves written during a run, kept across a resume, read back by
+kanx.load_run(...).history."""
+
+import pandas as pd
+from helpers import TOY
+
+import kanx
+from kanx.plan import run_plan, sweep_jobs
+
+ARGS = ["train.epochs=12", "train.warmup=4", "train.fc_warmup=2", "train.log_every=2", *TOY]
+
+
+def run_dirs(root, condition, seeds="0", betas="0.0,0.1"):
+    return sweep_jobs("sin_xy2", condition, [f"results_root={root}", f"seed={seeds}", f"beta={betas}", *ARGS])
+
+
+def test_metrics_csv_has_the_curves_of_every_member(tmp_path):
+    configs = run_dirs(tmp_path, "EFX") + run_dirs(tmp_path, "baseline", betas="0.0")
+    assert run_plan(configs, group="all") == 0  # one mixed pack of EFX and Baseline members
+    efx = kanx.load_run(configs[1][1]).history  # beta 0.1
+    assert list(efx["epoch"]) == [2, 4, 6, 8, 10, 12]
+    assert {"loss", "data_loss", "lc", "beta", "open_gates", "exit", "pi_0", "pi_1", "pi_2", "tau_x", "lr", "elapsed_s"} <= set(efx.columns)
+    assert (efx["beta"] == [0.0, 0.0, 0.1, 0.1, 0.1, 0.1]).all()  # warmup: beta off for epochs 0-3
+    assert ((efx["pi_0"] + efx["pi_1"] + efx["pi_2"]).round(5) == 1).all()
+    assert (efx["loss"] >= efx["data_loss"] - 1e-7).all() and efx["tau_x"].is_monotonic_decreasing
+    base = pd.read_csv(configs[2][1] / "metrics.csv")
+    assert "pi_0" not in base.columns and (base["beta"] == 0).all() and (base["loss"] == base["data_loss"]).all()
+    run = kanx.load_run(configs[2][1])
+    assert base["open_gates"].iloc[-1] == run.model.n_edges  # every edge is open without E
+    assert run.history is not None and run.record["status"] == "ok"
+
+
+def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
+    import pytest
+
+    from kanx.runner import run_jobs
+    from kanx.training import Pack
+
+    configs = run_dirs(tmp_path, "E", betas="0.1")
+    configs = [(c, d) for c, d in configs]
+    for c, _ in configs:
+        c.train.checkpoint_every = 6
+    run_epoch = Pack.run_epoch
+
+    def interrupted(self):
+        if self.epoch == 8:
+            raise KeyboardInterrupt
+        return run_epoch(self)
+
+    monkeypatch.setattr(Pack, "run_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs(configs)
+    run_dir = configs[0][1]
+    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6]  # flushed with the checkpoint
+    monkeypatch.setattr(Pack, "run_epoch", run_epoch)
+    run_jobs(configs)
+    resumed = pd.read_csv(run_dir / "metrics.csv")
+    assert list(resumed["epoch"]) == [2, 4, 6, 8, 10, 12]
+    assert run_plan(run_dirs(tmp_path / "straight", "E", betas="0.1")) == 0
+    straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv")))
+    pd.testing.assert_frame_equal(resumed.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
