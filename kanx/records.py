@@ -14,13 +14,14 @@ import json
 import math
 import os
 import platform
+import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from kanx.vocab import CHECKPOINT, DONE, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
+from kanx.vocab import CHECKPOINT, DONE, LOCK, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
 
 
 def finite_or_none(value):
@@ -67,6 +68,52 @@ def write_record(run_dir: Path, record: dict) -> Path:
     atomic_write_bytes(run_dir / RECORD, json.dumps(finite_or_none(record), indent=1, sort_keys=False).encode())
     atomic_write_bytes(run_dir / DONE, b"")
     return run_dir / RECORD
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def try_lock(run_dir: Path) -> bool:
+    """Take the run's lock file (O_EXCL: one process wins), so two sweeps started at once
+    never train the same run twice. A lock left by a dead process on this host is taken
+    over; one held by a live process, or by another host (which cannot be checked), is not."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path, me = run_dir / LOCK, {"host": socket.gethostname(), "pid": os.getpid()}
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_UMASK)
+        except FileExistsError:
+            try:
+                holder = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                return False  # being written this instant, or not ours to judge
+            if holder.get("host") == me["host"] and (holder.get("pid") == me["pid"] or not _alive(int(holder.get("pid", -1)))):
+                path.unlink(missing_ok=True)  # stale (or this process's own): take it over
+                continue
+            return False
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        return True
+    return False
+
+
+def unlock(run_dir: Path) -> None:
+    """Remove the run's lock if this process holds it."""
+    path = Path(run_dir) / LOCK
+    try:
+        holder = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return
+    if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+        path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

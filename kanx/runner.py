@@ -161,10 +161,30 @@ def _save_torch(path: Path, obj) -> None:
     R.atomic_write_bytes(path, buf.getvalue())
 
 
+def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
+    """The jobs this process may train now: their lock taken, and still unfinished (another
+    process may have finished one since this one looked)."""
+    mine = []
+    for job in jobs:
+        if not R.try_lock(job.run_dir):
+            log.info(f"{job.label}: another process is training it ({job.run_dir / R.LOCK}); skipping")
+            continue
+        state = R.read_state(job.run_dir)
+        if state.status == "done" and state.config_hash == job.config_hash and not job.run.overwrite and job.state.status != "done":
+            R.unlock(job.run_dir)
+            continue
+        mine.append(job)
+    return mine
+
+
 def train_pack(jobs: Sequence[Job]) -> None:
     """Train one pack and write its records. An exception becomes a `failed` record for
-    each of its runs (retried on the next invocation), never a crash of the sweep."""
+    each of its runs (retried on the next invocation), never a crash of the sweep. Each
+    run's lock is held while it trains."""
     start = time.perf_counter()
+    jobs = _lock_pending(jobs)
+    if not jobs:
+        return
     try:
         _train_pack(jobs, start)
     except KeyboardInterrupt:
@@ -176,6 +196,9 @@ def train_pack(jobs: Sequence[Job]) -> None:
             rec = _base_record(job, "failed", time.perf_counter() - start, 0)
             rec["error"] = tb
             R.write_record(job.run_dir, rec)
+    finally:
+        for job in jobs:
+            R.unlock(job.run_dir)
 
 
 # The pack being trained in this process and its state at the last epoch boundary, so a

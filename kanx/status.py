@@ -43,9 +43,8 @@ from pathlib import Path
 import yaml
 
 from kanx import records as R
-from kanx.vocab import UNGATED  # no beta sweep: seeds only, at beta 0
+from kanx.vocab import LOCK, UNGATED  # UNGATED: no beta sweep, seeds only at beta 0
 
-LOCK = "lock"
 MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing")
 LEFT = ("failed", "running", "checkpointed", "missing")  # what the next invocation trains

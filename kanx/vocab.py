@@ -47,3 +47,4 @@ SCHEMA_VERSION = 1
 # A run directory: the record, the marker written after it, the trained model, and the latest
 # resumable state while the run is unfinished.
 RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
+LOCK = "lock"  # held (host and pid inside) while a process trains the run

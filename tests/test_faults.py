@@ -106,3 +106,37 @@ def test_bad_numbers_and_devices_stop_before_compute(tmp_path):
         p = cli(f"results_root={tmp_path}", *ARGS, "device=cuda", check=False)
         assert p.returncode == 2 and "device=cuda but torch finds no CUDA device" in p.stderr
     assert not list(tmp_path.rglob("record.json"))
+
+
+def test_two_identical_sweeps_at_once_train_each_run_once(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=150", "train.warmup=1", "train.fc_warmup=1",
+            "beta=0.0,0.1", "seed=0,1", *TOY, "-m"]
+    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    trained = sum(out.count("[ok] ") + out.count("[collapsed] ") for out in outs)
+    assert trained == 4, outs  # each of the 4 runs trained by one of the two processes
+    assert len(records(tmp_path)) == 4 and not list(tmp_path.rglob("lock"))
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
+    import json
+    import socket
+    import subprocess
+
+    from kanx import records as R
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "lock").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid}))
+    assert R.try_lock(tmp_path)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "lock").write_text(json.dumps({"host": "another-host", "pid": 1}))
+    assert not R.try_lock(tmp_path / "other")  # another host's lock cannot be checked: left alone
+    R.unlock(tmp_path)
+    assert not (tmp_path / "lock").exists()
