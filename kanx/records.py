@@ -17,6 +17,7 @@ import platform
 import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -80,10 +81,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# A lock that another host has not refreshed for this long is stale (its process was killed,
+# e.g. a preempted SLURM task requeued on another node); the trainer refreshes its locks
+# every LOCK_REFRESH_S.
+LOCK_STALE_S, LOCK_REFRESH_S = 600.0, 60.0
+
+
 def try_lock(run_dir: Path) -> bool:
     """Take the run's lock file (O_EXCL: one process wins), so two sweeps started at once
     never train the same run twice. A lock left by a dead process on this host is taken
-    over; one held by a live process, or by another host (which cannot be checked), is not."""
+    over at once; one from another host (whose process cannot be checked) once it has not
+    been refreshed for LOCK_STALE_S."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path, me = run_dir / LOCK, {"host": socket.gethostname(), "pid": os.getpid()}
@@ -95,14 +103,27 @@ def try_lock(run_dir: Path) -> bool:
                 holder = json.loads(path.read_text())
             except (OSError, json.JSONDecodeError):
                 return False  # being written this instant, or not ours to judge
-            if holder.get("host") == me["host"] and (holder.get("pid") == me["pid"] or not _alive(int(holder.get("pid", -1)))):
-                path.unlink(missing_ok=True)  # stale (or this process's own): take it over
+            if holder.get("host") == me["host"]:
+                stale = holder.get("pid") == me["pid"] or not _alive(int(holder.get("pid", -1)))
+            else:
+                stale = time.time() - path.stat().st_mtime > LOCK_STALE_S
+            if stale:  # (or this process's own): take it over
+                path.unlink(missing_ok=True)
                 continue
             return False
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)
         return True
     return False
+
+
+def refresh_locks(run_dirs) -> None:
+    """Mark this process's locks as alive (their modification time)."""
+    for run_dir in run_dirs:
+        try:
+            os.utime(Path(run_dir) / LOCK)
+        except OSError:
+            pass
 
 
 def unlock(run_dir: Path) -> None:

@@ -258,9 +258,14 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
     every = max(1, cfg.epochs // 100)
     resumed_at = (pack.epoch, time.perf_counter())
 
+    refreshed = [time.monotonic()]
+
     def on_epoch(p: Pack, progress) -> None:
         bar.update(1)
         curves.add(p, progress)
+        if time.monotonic() - refreshed[0] > R.LOCK_REFRESH_S:
+            R.refresh_locks(j.run_dir for j in jobs)
+            refreshed[0] = time.monotonic()
         if progress.epoch % every == 0 or p.epoch == cfg.epochs:
             open_gates = (p.model.inference_gates(p.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")

@@ -126,8 +126,10 @@ def test_two_identical_sweeps_at_once_train_each_run_once(tmp_path):
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     import json
+    import os
     import socket
     import subprocess
+    import time
 
     from kanx import records as R
 
@@ -137,6 +139,9 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     assert R.try_lock(tmp_path)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "lock").write_text(json.dumps({"host": "another-host", "pid": 1}))
-    assert not R.try_lock(tmp_path / "other")  # another host's lock cannot be checked: left alone
+    assert not R.try_lock(tmp_path / "other")  # another host's live lock: left alone
+    old = time.time() - R.LOCK_STALE_S - 1
+    os.utime(tmp_path / "other" / "lock", (old, old))
+    assert R.try_lock(tmp_path / "other")  # not refreshed for LOCK_STALE_S: taken over
     R.unlock(tmp_path)
     assert not (tmp_path / "lock").exists()
