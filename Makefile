@@ -16,7 +16,7 @@ DATASETS ?=
 LAUNCHER ?= packed
 RESULTS  ?=
 OVERRIDES ?=
-GROUP    ?= all
+GROUP    ?= auto
 PACK_SIZE ?=
 
 .PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
@@ -56,7 +56,7 @@ test-slurm: install ## Tests against a real local SLURM cluster (root; ../shared
 lint: install ## ruff
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
 
-reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n] [GROUP=all|condition|sweep] [PACK_SIZE=n]
+reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n] [GROUP=auto|all|condition|sweep] [PACK_SIZE=n]
 	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) --group $(GROUP) \
 	  $(if $(PACK_SIZE),--pack-size $(PACK_SIZE)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
@@ -73,8 +73,8 @@ bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extr
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) scripts/bench.py $(if $(BASELINE),--baseline-commit $(BASELINE))
 
-bench-paper: install ## Whole-paper cost estimate on this device: mixed packs vs one sweep per pack [DEVICE=cpu|cuda] [GROUP=all] [PACK_SIZE=n]
-	$(PY) scripts/bench_paper.py --device $(or $(DEVICE),cpu) --group $(GROUP) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
+bench-paper: install ## Whole-paper cost estimate on this device: mixed packs vs one sweep per pack [DEVICE=cpu|cuda] [PACK_SIZE=n]
+	$(PY) scripts/bench_paper.py --device $(or $(DEVICE),cpu) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
 
 clean: ## Remove caches (keeps .venv and outputs/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

@@ -57,6 +57,19 @@ def run_sweep(cmd: list[str], env: dict, log_dir: Path | None) -> int:
         return subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def resolve_group(group: str, overrides: list[str]) -> str:
+    """`auto`: on a GPU a step costs its launches, whatever the pack, so mix everything
+    (`all`); on a CPU a step costs its arithmetic, and a member in a pack of a larger
+    condition pays for edges it does not have, so mix datasets only (`condition`)."""
+    if group != "auto":
+        return group
+    import torch
+
+    device = next((o.split("=", 1)[1] for o in overrides if o.startswith("device=")), "auto")
+    on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    return "all" if on_gpu else "condition"
+
+
 def run_packed(a, results: str) -> int:
     """Every sweep composed here, packs cut across them (kanx.plan)."""
     import logging
@@ -71,7 +84,7 @@ def run_packed(a, results: str) -> int:
             for c in a.conditions:
                 extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}"] + a.overrides
                 configs += sweep_jobs(d, c, extra)
-        failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
+        failed = run_plan(configs, group=resolve_group(a.group, a.overrides), pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
     except ConfigError as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
@@ -89,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
     p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
     p.add_argument("--jobs", type=int, default=1, help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
-    p.add_argument("--group", choices=["sweep", "condition", "all"], default="all", help="packed launcher: how far packs mix sweeps (default all)")
+    p.add_argument("--group", choices=["auto", "sweep", "condition", "all"], default="auto",
+                   help="packed launcher: how far packs mix sweeps (default auto: all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
     p.add_argument("--pack-size", type=int, default=None, help="packed launcher: most runs per pack (default: train.pack_size)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
