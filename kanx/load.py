@@ -36,9 +36,14 @@ def model_file(state: dict, spec: KANSpec, condition: Condition, seed: int, scal
 def read_model_file(path: Path, trust_pickle: bool = False) -> dict:
     """model.pt as written by model_file, with spec, condition and scaling rebuilt.
 
-    A format-1 file (pickled objects) is refused unless ``trust_pickle``: unpickling a file
-    can run any code its writer put in it."""
+    A format-1 file (pickled objects) is refused unless ``trust_pickle`` (or the environment
+    variable KANX_TRUST_PICKLE=1, for the command lines): unpickling a file can run any code
+    its writer put in it."""
+    import os
+
     from kanx.data.scaling import Scaling
+
+    trust_pickle = trust_pickle or os.environ.get("KANX_TRUST_PICKLE") == "1"
 
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
@@ -46,7 +51,7 @@ def read_model_file(path: Path, trust_pickle: bool = False) -> dict:
         if not trust_pickle:
             raise ValueError(f"{path} was written by an older kanx and holds pickled Python objects, which kanx does not load "
                              "(unpickling can run code): re-run the run (overwrite=true), or, if you trust the file, "
-                             "kanx.load_run(run_dir, trust_pickle=True)") from None
+                             "kanx.load_run(run_dir, trust_pickle=True) or KANX_TRUST_PICKLE=1 for kanx.draw and kanx.formula") from None
         return torch.load(path, map_location="cpu", weights_only=False)
     except (RuntimeError, EOFError, OSError) as e:
         raise ValueError(f"{path} is unreadable or truncated ({type(e).__name__}: {e}); re-run the run with overwrite=true") from None

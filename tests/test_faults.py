@@ -145,3 +145,21 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     assert R.try_lock(tmp_path / "other")  # not refreshed for LOCK_STALE_S: taken over
     R.unlock(tmp_path)
     assert not (tmp_path / "lock").exists()
+
+
+def test_an_old_format_model_loads_only_when_trusted(finished, tmp_path, monkeypatch):
+    """A format-1 model.pt (pickled kanx objects, as written before) loads with trust_pickle
+    or KANX_TRUST_PICKLE=1, never by default."""
+    from kanx.load import read_model_file
+
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    for name in ("record.json", "done"):
+        (run_dir / name).write_bytes((finished / name).read_bytes())
+    new = read_model_file(finished / "model.pt")
+    torch.save(new | {"format": 1}, run_dir / "model.pt")  # KANSpec, Condition, Scaling pickled
+    with pytest.raises(ValueError, match="KANX_TRUST_PICKLE=1"):
+        kanx.load_run(run_dir)
+    assert kanx.load_run(run_dir, trust_pickle=True).model.condition.name == "EFX"
+    monkeypatch.setenv("KANX_TRUST_PICKLE", "1")
+    assert kanx.load_run(run_dir).model.condition.name == "EFX"
