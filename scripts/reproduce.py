@@ -8,8 +8,8 @@ would run, with the dataset's beta list and seeds 0-9 from conf/. With the packi
 (the default) every sweep is composed in this process (kanx.plan) and packs are cut across
 sweeps: `--group all` (default) mixes conditions and datasets that share the protocol,
 `condition` mixes datasets only, `sweep` keeps one sweep per pack. `--jobs n` trains the
-packs in n worker processes. With `--launcher basic|slurm` each sweep is its own
-`python -m kanx.train ... -m` process. Records already present are skipped, so re-running
+packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
+pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
 fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
 beta, short rollouts) into its own results folder.
 """
@@ -42,8 +42,6 @@ def sweep_command(dataset: str, condition: str, scale: str, results: str, launch
     cmd = [sys.executable, "-m", "kanx.train", f"+condition={condition}", f"dataset={dataset}", f"launcher={launcher}", f"results_root={results}"]
     if scale == "smoke":
         cmd += smoke_overrides(dataset)
-    if launcher == "slurm":
-        cmd.append("hydra.launcher.wait=false")  # submit every sweep, then wait once
     return cmd + extra + ["-m"]
 
 
@@ -71,7 +69,8 @@ def resolve_group(group: str, overrides: list[str]) -> str:
 
 
 def run_packed(a, results: str) -> int:
-    """Every sweep composed here, packs cut across them (kanx.plan)."""
+    """Every sweep composed here, packs cut across them (kanx.plan), trained here or, with
+    --launcher slurm, submitted as one SLURM array (one task per pack)."""
     import logging
 
     from kanx.errors import ConfigError
@@ -79,17 +78,41 @@ def run_packed(a, results: str) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     configs = []
+    group = resolve_group(a.group, a.overrides)
     try:
         for d in a.datasets:
             for c in a.conditions:
-                extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}"] + a.overrides
+                extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
                 configs += sweep_jobs(d, c, extra)
-        failed = run_plan(configs, group=resolve_group(a.group, a.overrides), pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
+        if a.launcher == "slurm":
+            return submit_to_slurm(configs, group, a.pack_size, results)
+        failed = run_plan(configs, group=group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
     except ConfigError as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
     if failed:
         print(f"reproduce: {failed} pack(s) or worker(s) failed; their runs hold `failed` records; fix and re-run to fill the holes", file=sys.stderr)
+        return 1
+    return 0
+
+
+def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) -> int:
+    """One SLURM array for every sweep: a task per pack, packs cut across the sweeps. The
+    launcher's settings are the composed hydra.launcher.* (conf/launcher/slurm.yaml, the
+    command line); its submitit folder is RESULTS/.submitit."""
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.kanx_launcher.slurm_launcher import SlurmLauncher
+    from kanx.runner import prepare_jobs
+
+    params = OmegaConf.to_container(configs[0][0].hydra.launcher, resolve=True)
+    params.pop("_target_", None)
+    params["submitit_folder"] = str(Path(results).absolute() / ".submitit" / "%j")
+    if pack_size:
+        params["pack_size"] = pack_size
+    missing = SlurmLauncher(**params).submit_prepared(prepare_jobs(configs), group)
+    if missing:
+        print(f"reproduce: {missing} run(s) have no record (see the task logs above); re-run to submit only those", file=sys.stderr)
         return 1
     return 0
 
@@ -116,10 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides) for d in a.datasets for c in a.conditions]
     for cmd in commands:
         print("+", " ".join(cmd[1:]), flush=True)
-    if a.launcher == "packed" and not a.dry_run:
+    if a.launcher in ("packed", "slurm") and not a.dry_run:
         rc = run_packed(a, results)
         if rc:
             return rc
+        if a.launcher == "slurm" and "hydra.launcher.wait=false" in a.overrides:
+            print(f"reproduce: submitted; once the array has ended: python -m kanx.analyze {results}")
+            return 0
     elif not a.dry_run:
         # Several sweeps at once pay off at toy scale, where process start-up dominates.
         env = os.environ | ({"OMP_NUM_THREADS": "1"} if a.jobs > 1 else {})
@@ -134,10 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     print("+", " ".join(analyze[1:]), flush=True)
     if a.dry_run:
         return 0
-    if a.launcher == "slurm":  # the sweeps were submitted without waiting: wait for all of them
-        if subprocess.call([sys.executable, str(Path(__file__).with_name("slurm_wait.py")), results]) != 0:
-            print(f"reproduce: some SLURM runs have no record yet; once they finish: python -m kanx.analyze {results}", file=sys.stderr)
-            return 1
     rc = subprocess.call(analyze)
     if rc == 0:
         print(f"report: {Path(results) / 'report.md'}")

@@ -63,7 +63,7 @@ def test_overwrite_drops_old_records_on_the_first_attempt_only(tmp_path, monkeyp
     for name in ("record.json", "done", "checkpoint.pt"):
         (run / name).write_text("old")
     seen = []
-    monkeypatch.setattr(kanx.runner, "run_jobs", lambda runs, pack_size: seen.append((runs, pack_size)) or [None])
+    monkeypatch.setattr(kanx.runner, "run_jobs", lambda runs, pack_size, group: seen.append((runs, pack_size)) or [None])
     monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
@@ -201,6 +201,25 @@ def test_a_packed_sweep_is_one_array_task_per_pack(cluster, tmp_path):
     p = cli(*args)
     assert p.returncode == 0 and "6 of 6 runs already have records" in p.stdout + p.stderr
     assert "submitted SLURM array" not in p.stdout + p.stderr
+
+
+@pytest.mark.slurm
+def test_reproduce_submits_one_array_of_packs_cut_across_sweeps(cluster, tmp_path):
+    """make reproduce-tables LAUNCHER=slurm: 4 sweeps (2 datasets x 2 conditions) in one
+    array, one task per pack, packs mixing the sweeps (group=all)."""
+    script = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--launcher", "slurm", "--scale", "smoke", "--datasets", "nguyen_f1", "nguyen_f2",
+              "--conditions", "E", "X", "--group", "all", "--pack-size", "20", "--results", str(tmp_path), f"hydra.launcher.partition={cluster}",
+              "hydra.launcher.poll_s=1"]
+    env = os.environ | {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(script, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout + p.stderr
+    assert "32 to submit in 2 task(s) (group=all)" in out and "2 task(s) (packs of up to 20 runs), 32 run(s)" in out
+    recs = records(tmp_path)
+    assert len(recs) == 32 and {r["timing"]["pack_size"] for r in recs} == {20, 12}
+    assert {(r["dataset"], r["condition"]) for r in recs} == {(d, c) for d in ("nguyen_f1", "nguyen_f2") for c in ("E", "X")}
+    assert sorted(sacct(array_id_of(out))) == [(f"{array_id_of(out)}_{i}", "COMPLETED") for i in range(2)]
+    assert (tmp_path / "report.md").exists()
 
 
 @pytest.mark.slurm

@@ -60,6 +60,7 @@ class SlurmLauncherConf:
     signal_delay_s: int = 120  # USR2 this long before the time limit: checkpoint and requeue
     pack: bool = True  # true: one task per pack; false: one task per run
     pack_size: Optional[int] = None  # noqa: UP045  most runs per pack; None: each job's train.pack_size
+    group: str = "sweep"  # how packs mix the multirun's jobs (kanx.runner.make_packs): sweep | condition | all
     wait: bool = True  # false: submit, print the job id and how to collect the results, return
     poll_s: float = 10.0  # seconds between checks while waiting
     job_name: str = "kanx"
@@ -99,7 +100,8 @@ class PackTask:
         # the time limit when USR2 was missed: saving is cheap, and a later submission resumes.
         signal.signal(signal.SIGTERM, _save_then(signal.getsignal(signal.SIGTERM)))
         log.info(f"array task: {len(self.runs)} run(s), attempt {restarts + 1}")
-        return run_jobs(self.runs, pack_size=len(self.runs))
+        # The submitter cut this pack (by its group); train it as one, whatever it mixes.
+        return run_jobs(self.runs, pack_size=len(self.runs), group="all")
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit on USR2: save the training pack's state, requeue this task."""
@@ -309,7 +311,7 @@ class SlurmLauncher(Launcher):
         if busy:
             log.warning(f"{len(busy)} run(s) are still queued or running from an earlier submission "
                         f"(SLURM {', '.join(sorted(set(busy.values()))[:5])}{', ...' if len(set(busy.values())) > 5 else ''}); not submitting them again")
-        packs = make_packs(todo, self.params["pack_size"]) if self.params["pack"] else [[j] for j in todo]
+        packs = make_packs(todo, self.params["pack_size"], self.params.get("group", "sweep")) if self.params["pack"] else [[j] for j in todo]
 
         submitted = self._submit(packs, sbatch) if packs else []
         if not submitted and not busy:
@@ -406,6 +408,36 @@ class SlurmLauncher(Launcher):
             ret.status = JobStatus.FAILED
             ret.return_value = RuntimeError(f"no record in {run_dir}: {why}")
         return ret
+
+    def submit_prepared(self, prepared: list, group: str) -> int:
+        """Submit checked jobs of many sweeps (kanx.plan, `make reproduce-tables
+        LAUNCHER=slurm`) as one array, packs cut across the sweeps by ``group``; wait for it
+        unless wait=false. Returns the number of runs left without a record (0 with
+        wait=false)."""
+        from kanx.errors import ConfigError
+        from kanx.runner import make_packs, pending
+        from kanx.train import fail
+
+        try:
+            sbatch = self._check_params()
+            _check_tools()
+        except ConfigError as e:
+            fail(e)
+        todo = pending(prepared)
+        busy = in_flight([j.run_dir for j in todo], queued_ids())
+        todo = [j for j in todo if j.run_dir not in busy]
+        packs = make_packs(todo, self.params["pack_size"], group) if self.params["pack"] else [[j] for j in todo]
+        log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} still queued; "
+                 f"{len(todo)} to submit in {len(packs)} task(s) (group={group})")
+        submitted = self._submit(packs, sbatch) if packs else []
+        if not self.params["wait"]:
+            ids = sorted({s.job_id.split("_")[0] for s, _ in submitted} | {t.split("_")[0] for t in busy.values()})
+            print(f"kanx: SLURM job(s) {' '.join(ids) or '(none)'} submitted or still queued; not waiting (hydra.launcher.wait=false)")
+            return 0
+        self._wait(submitted, busy)
+        from kanx import records as R
+
+        return sum(R.read_state(j.run_dir).record is None for j in prepared)
 
     def _print_later(self, submitted: list, busy: dict, jobs: list) -> None:
         """wait=false: the job ids, and how to follow them and analyse the results."""
