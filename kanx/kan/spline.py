@@ -79,7 +79,7 @@ def _local_planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative
 
     x: (M, B, I), grid_t: (M, T, I) (the grid with its knot axis before the input axis) ->
     (j, N, dN, silu, dsilu) where
-      j (M, B, I) int64 is the knot interval t_j <= x < t_{j+1} of x, the largest such j, so the
+      j (M, B, I) int32 is the knot interval t_j <= x < t_{j+1} of x, the largest such j, so the
         interval is nonempty even where knots repeat (a grid update on tied data);
       N = [N_0, ..., N_K], N_r (M, B, I) = B_{j-K+r}(x): every other B_c(x) is 0 (order-K support
         [t_c, t_{c+K+1})); indices j-K+r outside 0..C-1 belong to no basis function and are
@@ -254,7 +254,7 @@ class _KANMatmul(torch.autograd.Function):
         feats = feats.view(M, B, F * I)
         ctx.K, ctx.compiled, ctx.w_shape = K, compiled, w.shape
         ctx.save_for_backward(w if need_x else None, j, dN, dsilu, feats if need_w else None)
-        return _bmm(feats, w.view(M, F * I, O))
+        return _bmm(feats, w.reshape(M, F * I, O))
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -265,9 +265,9 @@ class _KANMatmul(torch.autograd.Function):
         if w is not None:
             F, I = w.shape[1], w.shape[2]
             if O == 1:  # H = grad_out w^T is an outer product: formed inside the kernel
-                h, g = w.view(M, 1, F, I), grad_out.view(M, B)
+                h, g = w.reshape(M, 1, F, I), grad_out.view(M, B)
             else:
-                h, g = torch.bmm(grad_out, w.view(M, F * I, O).transpose(1, 2)).view(M, B, F, I), None
+                h, g = torch.bmm(grad_out, w.reshape(M, F * I, O).transpose(1, 2)).view(M, B, F, I), None
             grad_x = _kernel(ctx.compiled, "grad_x")(h, g, j, dN, dsilu, ctx.K)
         if feats is not None:
             if O == 1 and ctx.compiled:
@@ -283,7 +283,7 @@ class _KANMatmul(torch.autograd.Function):
 def kan_matmul(x: torch.Tensor, grid: torch.Tensor, w: torch.Tensor, K: int, compiled: bool = False) -> torch.Tensor:
     """y[m,b,o] = sum_f sum_i feats[m,b,f,i] w[m,f,i,o] with feats = [silu(x), B_0(x), ..., B_{C-1}(x)].
 
-    x (M, B, I), grid (M, I, T), w (M, 1+C, I, O) contiguous -> (M, B, O); differentiable in x
+    x (M, B, I), grid (M, I, T), w (M, 1+C, I, O) -> (M, B, O); differentiable in x
     (closed-form derivative of the K+1 nonzero basis functions, ``_local_planes``) and in w,
     not in the grid. ``compiled``: the elementwise kernels run as torch.compile kernels.
     """
