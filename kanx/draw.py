@@ -38,7 +38,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 
 from kanx.kan.network import GatedKAN
-from kanx.kan.structure import EdgeRoles, model_edge_roles
+from kanx.kan.structure import EdgeRoles, NodeKey, dest_node, model_edge_roles, source_node
 
 FORMATS = ("png", "pdf", "svg")
 
@@ -64,7 +64,6 @@ TITLE_IN, MIN_WIDTH_IN = 0.62, 5.4  # standalone figure: room for the title, nar
 LEGEND_H = 0.8  # data units below the inputs kept for the legend
 CURVE_POINTS = 96
 
-NodeKey = tuple  # ("x", layer, unit) trunk/input node, ("y", exit, output) exit output
 
 
 @dataclass(frozen=True)
@@ -120,21 +119,6 @@ class Drawing:
 # ------------------------------------------------------------------ the network's graph
 
 
-def _source_node(model: GatedKAN, k: int, i: int) -> NodeKey:
-    if not model.condition.forward:
-        return ("x", k, i)
-    for layer in range(k + 1):
-        if i < model.width[layer]:
-            return ("x", layer, i)
-        i -= model.width[layer]
-    raise IndexError(f"stage {k} has no input {i}")
-
-
-def _dest_node(model: GatedKAN, k: int, o: int) -> NodeKey:
-    trunk = model.trunk_out[k]
-    return ("x", k + 1, o) if o < trunk else ("y", k, o - trunk)
-
-
 def _edge_table(model: GatedKAN, roles: EdgeRoles) -> list[EdgeInfo]:
     """Every edge of the (single-member) model with its role. "head" marks exit heads, the
     final layer included, when the model has exit gates (X); without X the final layer
@@ -144,8 +128,8 @@ def _edge_table(model: GatedKAN, roles: EdgeRoles) -> list[EdgeInfo]:
         for i in range(n_in):
             for o in range(n_out):
                 role = "path" if roles.path[k][i, o] else "bias" if roles.bias[k][i, o] else "hidden"
-                src = _source_node(model, k, i)
-                dst = _dest_node(model, k, o)
+                src = source_node(model, k, i)
+                dst = dest_node(model, k, o)
                 edges.append(EdgeInfo(k, i, o, src, dst, role, int(roles.bias_component[k][i, o]),
                                       forward=src[1] < k, head=dst[0] == "y" and model.condition.exits))
     return edges
@@ -155,27 +139,14 @@ def _edge_table(model: GatedKAN, roles: EdgeRoles) -> list[EdgeInfo]:
 
 
 def _training_inputs(run) -> torch.Tensor:
-    """The run's training inputs, model-scaled (N, n_0), rebuilt from the record. Raises
-    on anything that keeps them from being the data the model was trained on."""
-    from kanx.config import run_config_from
-    from kanx.data import fit_scaling, load_dataset
+    """The run's training inputs, model-scaled (N, n_0), rebuilt from the record
+    (kanx.load.rebuild_dataset). Raises on anything that keeps them from being the data the
+    model was trained on."""
+    from kanx.load import rebuild_dataset
 
-    data = run_config_from(run.config).data
-    options = dict(data.options)
-    data_seed = run.record.get("data_seed")
-    data_seed = data.data_seed if data_seed is None else int(data_seed)
-    try:
-        ds = load_dataset(data.name, data_seed=data_seed, **options)
-    except Exception:
-        if options.get("data_dir") is None:
-            raise
-        options.pop("data_dir")  # the folder may have moved: try KANX_DATA_DIR and the cache
-        ds = load_dataset(data.name, data_seed=data_seed, **options)
+    ds = rebuild_dataset(run)
     if ds.n_inputs != run.model.width[0]:
         raise ValueError(f"dataset has {ds.n_inputs} inputs, the model {run.model.width[0]}")
-    refit = fit_scaling(ds, run.scaling.input_scaling, run.scaling.standardize_targets)
-    if not torch.allclose(refit.x_shift, run.scaling.x_shift.to(refit.x_shift)) or not torch.allclose(refit.x_scale, run.scaling.x_scale.to(refit.x_scale)):
-        raise ValueError("the rebuilt training data does not match the scaling saved with the model")
     return run.scaling.x(ds.x_train)
 
 
@@ -192,7 +163,7 @@ def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
         for k, h in enumerate(model.stage_inputs(x, gates)):
             lo, hi = h[0].amin(0), h[0].amax(0)
             for i in range(h.shape[-1]):
-                ranges[_source_node(model, k, i)] = (float(lo[i]), float(hi[i]))
+                ranges[source_node(model, k, i)] = (float(lo[i]), float(hi[i]))
         source = "training data"
     except Exception as e:  # whatever the failure, fall back to the grid
         warnings.warn(f"kanx.draw: cannot rebuild the training data ({type(e).__name__}: {e}); drawing edges over their grid range", stacklevel=2)
@@ -200,7 +171,7 @@ def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
     K = model.spec.spline_order
     for k, stage in enumerate(model.stages):
         for i in range(stage.in_features):
-            node = _source_node(model, k, i)
+            node = source_node(model, k, i)
             if node not in ranges:
                 ranges[node] = (float(stage.grid[0, i, K]), float(stage.grid[0, i, -K - 1]))
     return ranges, source
@@ -222,7 +193,7 @@ def edge_curves(model: GatedKAN, ranges: dict[NodeKey, tuple[float, float]], est
     gates = model.split_edges(_inference_gates(model, estimator))
     out = []
     for k, stage in enumerate(model.stages):
-        lo_hi = np.array([ranges[_source_node(model, k, i)] for i in range(stage.in_features)])
+        lo_hi = np.array([ranges[source_node(model, k, i)] for i in range(stage.in_features)])
         lo, hi = lo_hi[:, 0], lo_hi[:, 1]
         hi = np.where(hi - lo < 1e-9, lo + 1e-3, hi)  # a constant node still gets an axis
         xs = torch.from_numpy(np.linspace(lo, hi, n).T.copy()).to(stage.coef.dtype)  # (I, n)

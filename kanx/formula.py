@@ -64,7 +64,8 @@ import torch
 
 from kanx.kan.network import GatedKAN
 from kanx.kan.spline import bspline_basis
-from kanx.kan.structure import model_edge_roles
+from kanx.kan.structure import dest_node, model_edge_roles, source_node
+from kanx.load import rebuild_dataset
 
 # ------------------------------------------------------------------ the library
 
@@ -390,21 +391,6 @@ def spline_activation(spline: dict, x) -> np.ndarray:
     return val.numpy().reshape(np.shape(x))
 
 
-def _source_node(model: GatedKAN, k: int, i: int) -> tuple:
-    if not model.condition.forward:
-        return ("x", k, i)
-    for layer in range(k + 1):
-        if i < model.width[layer]:
-            return ("x", layer, i)
-        i -= model.width[layer]
-    raise IndexError(f"stage {k} has no input {i}")
-
-
-def _dest_node(model: GatedKAN, k: int, o: int) -> tuple:
-    trunk = model.trunk_out[k]
-    return ("x", k + 1, o) if o < trunk else ("y", k, o - trunk)
-
-
 def _gates(model: GatedKAN, estimator: str) -> torch.Tensor:
     fc = model.fc_enabled
     model.fc_enabled = model.condition.forward  # as at the end of training (and as the trace)
@@ -437,7 +423,7 @@ def contributing_edges(model: GatedKAN, x_scaled: torch.Tensor, estimator: str =
                 "order": K, "knots": stage.grid[0, i].double().tolist(), "coef": stage.coef[0, i, o].double().tolist(),
             }
             xs = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
-            edges.append(Edge(k, i, o, _source_node(model, k, i), _dest_node(model, k, o), "path" if roles.path[k][i, o] else "bias",
+            edges.append(Edge(k, i, o, source_node(model, k, i), dest_node(model, k, o), "path" if roles.path[k][i, o] else "bias",
                               lo, hi, xs, spline_activation(spline, xs), spline, float(spline_activation(spline, h[:, i].numpy()).var())))
     return edges, roles.exit
 
@@ -689,33 +675,9 @@ def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=
 # ------------------------------------------------------------------ runs and files
 
 
-def run_dataset(run):
-    """The run's dataset, rebuilt from its record (as kanx.draw does); raises if it does not
-    match the scaling saved with the model."""
-    from kanx.config import run_config_from
-    from kanx.data import fit_scaling, load_dataset
-
-    data = run_config_from(run.config).data
-    options = dict(data.options)
-    data_seed = run.record.get("data_seed")
-    data_seed = data.data_seed if data_seed is None else int(data_seed)
-    try:
-        ds = load_dataset(data.name, data_seed=data_seed, **options)
-    except Exception:
-        if options.get("data_dir") is None:
-            raise
-        options.pop("data_dir")  # the folder may have moved: try KANX_DATA_DIR and the cache
-        ds = load_dataset(data.name, data_seed=data_seed, **options)
-    refit = fit_scaling(ds, run.scaling.input_scaling, run.scaling.standardize_targets)
-    for attr in ("x_shift", "x_scale", "y_shift", "y_scale"):
-        if not torch.allclose(getattr(refit, attr), getattr(run.scaling, attr).to(torch.float64)):
-            raise ValueError("the rebuilt data do not match the scaling saved with the model")
-    return ds
-
-
 def formula_of_run(run, **options) -> Formula:
     """export() of a TrainedRun (kanx.load_run) on its rebuilt training and test data."""
-    ds = run_dataset(run)
+    ds = rebuild_dataset(run)
     f = export(run.model, run.scaling, ds.x_train, ds.y_train, ds.x_test, ds.y_test, run.input_names or ds.input_names,
                run.output_names or ds.output_names, run.gate_estimator, **options)
     rec = (run.record.get("metrics") or {}).get("test_rmse")

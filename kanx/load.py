@@ -105,3 +105,28 @@ def load_run(run_dir: str | Path, trust_pickle: bool = False) -> TrainedRun:
     model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})
     model.eval()
     return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"], saved["input_names"], saved["output_names"], run_dir)
+
+
+def rebuild_dataset(run: TrainedRun):
+    """The run's dataset, rebuilt from its record (data seed and options; a data_dir that has
+    moved falls back to KANX_DATA_DIR and the cache). Raises ValueError if it does not match
+    the scaling saved with the model, i.e. it is not the data the model was trained on."""
+    from kanx.config import run_config_from
+    from kanx.data import fit_scaling, load_dataset
+
+    data = run_config_from(run.config).data
+    options = dict(data.options)
+    data_seed = run.record.get("data_seed")
+    data_seed = data.data_seed if data_seed is None else int(data_seed)
+    try:
+        ds = load_dataset(data.name, data_seed=data_seed, **options)
+    except Exception:
+        if options.get("data_dir") is None:
+            raise
+        options.pop("data_dir")  # the folder may have moved: try KANX_DATA_DIR and the cache
+        ds = load_dataset(data.name, data_seed=data_seed, **options)
+    refit = fit_scaling(ds, run.scaling.input_scaling, run.scaling.standardize_targets)
+    for attr in ("x_shift", "x_scale", "y_shift", "y_scale"):
+        if not torch.allclose(getattr(refit, attr), getattr(run.scaling, attr).to(torch.float64)):
+            raise ValueError("the rebuilt data do not match the scaling saved with the model")
+    return ds

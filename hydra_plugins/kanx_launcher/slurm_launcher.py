@@ -219,6 +219,16 @@ def in_flight(run_dirs: Sequence[Path], queued: Optional[set]) -> dict:  # noqa:
     return busy
 
 
+def _left_to_submit(prepared: list) -> tuple[list, dict]:
+    """(jobs to submit, {run dir: SLURM task} of runs still queued from an earlier submission):
+    runs with records and queued runs are left out."""
+    from kanx.runner import pending
+
+    todo = pending(prepared)
+    busy = in_flight([j.run_dir for j in todo], queued_ids())
+    return [j for j in todo if j.run_dir not in busy], busy
+
+
 def _check_tools() -> None:
     import shutil
 
@@ -292,7 +302,7 @@ class SlurmLauncher(Launcher):
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from kanx.errors import ConfigError
-        from kanx.runner import make_packs, pending, prepare_jobs
+        from kanx.runner import make_packs, prepare_jobs
         from kanx.train import fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
@@ -302,9 +312,7 @@ class SlurmLauncher(Launcher):
             _check_tools()
         except ConfigError as e:
             fail(e)
-        todo = pending(prepared)
-        busy = in_flight([j.run_dir for j in todo], queued_ids())
-        todo = [j for j in todo if j.run_dir not in busy]
+        todo, busy = _left_to_submit(prepared)
         done = len(prepared) - len(todo) - len(busy)
         if done:
             log.info(f"{done} of {len(prepared)} runs already have records; skipping them")
@@ -415,7 +423,7 @@ class SlurmLauncher(Launcher):
         unless wait=false. Returns the number of runs left without a record (0 with
         wait=false)."""
         from kanx.errors import ConfigError
-        from kanx.runner import make_packs, pending
+        from kanx.runner import make_packs
         from kanx.train import fail
 
         try:
@@ -423,9 +431,7 @@ class SlurmLauncher(Launcher):
             _check_tools()
         except ConfigError as e:
             fail(e)
-        todo = pending(prepared)
-        busy = in_flight([j.run_dir for j in todo], queued_ids())
-        todo = [j for j in todo if j.run_dir not in busy]
+        todo, busy = _left_to_submit(prepared)
         packs = make_packs(todo, self.params["pack_size"], group) if self.params["pack"] else [[j] for j in todo]
         log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} still queued; "
                  f"{len(todo)} to submit in {len(packs)} task(s) (group={group})")

@@ -34,6 +34,27 @@ class Structure:
         return asdict(self)
 
 
+NodeKey = tuple  # ("x", layer, unit): an input or trunk node; ("y", exit, output): an exit's output
+
+
+def source_node(model: GatedKAN, k: int, i: int) -> NodeKey:
+    """The node that input i of stage k reads: x^(k)_i, or with forward connections the i-th
+    of [x^(0), ..., x^(k)] (the drawing's and the formula's node names)."""
+    if not model.condition.forward:
+        return ("x", k, i)
+    for layer in range(k + 1):
+        if i < model.width[layer]:
+            return ("x", layer, i)
+        i -= model.width[layer]
+    raise IndexError(f"stage {k} has no input {i}")
+
+
+def dest_node(model: GatedKAN, k: int, o: int) -> NodeKey:
+    """The node that output column o of stage k writes: trunk unit x^(k+1)_o, or exit k's output."""
+    trunk = model.trunk_out[k]
+    return ("x", k + 1, o) if o < trunk else ("y", k, o - trunk)
+
+
 def _stage_edges(width: Sequence[int], forward: bool, k: int, exit_k: int):
     """(source ids, destination ids, column slice) of stage k's edges that the inference
     path through exit ``exit_k`` uses, or None if the stage is not on it."""
