@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     best_name, best = min(((name, estimate(packs, timings)) for name, packs in mixed_plans), key=lambda nt: nt[1])
     for name, packs in mixed_plans:
         print(f"  {name}: est. {duration(estimate(packs, timings))}")
-    print(f"whole paper ({len(jobs)} runs): est. {duration(best)} on {describe_device(device)} with mixed packs ({best_name}); "
+    scope = "whole paper" if set(a.datasets) == set(DATASETS) else f"paper subset {'+'.join(a.datasets)}"
+    print(f"{scope} ({len(jobs)} runs): est. {duration(best)} on {describe_device(device)} with mixed packs ({best_name}); "
           f"{duration(t_sweep)} with per-sweep packs ({t_sweep / best:.2f} x)")
     return 0
 
