@@ -163,3 +163,25 @@ def test_an_old_format_model_loads_only_when_trusted(finished, tmp_path, monkeyp
     assert kanx.load_run(run_dir, trust_pickle=True).model.condition.name == "EFX"
     monkeypatch.setenv("KANX_TRUST_PICKLE", "1")
     assert kanx.load_run(run_dir).model.condition.name == "EFX"
+
+
+def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500", "train.warmup=1", "train.fc_warmup=1",
+            "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY, "-m"]
+    p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    time.sleep(10)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + signal.SIGTERM and "SIGTERM: saved checkpoints of 1 run(s)" in err, err[-2000:]
+    (ckpt,) = tmp_path.rglob("checkpoint.pt")
+    assert 0 < torch.load(ckpt, weights_only=True)["epoch"] < 1500 and not list(tmp_path.rglob("lock"))
+    again = cli(*args[2:-1], "-m")
+    assert "resuming 1 run(s) from epoch" in again.stdout + again.stderr
+    (rec,) = records(tmp_path)
+    assert rec["status"] in ("ok", "collapsed") and not ckpt.exists()

@@ -96,10 +96,12 @@ class PackedLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from kanx.errors import ConfigError
+        from kanx.plan import stop_on_signals
         from kanx.runner import run_jobs
         from kanx.train import fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
+        stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         try:
             records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group)
