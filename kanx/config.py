@@ -111,6 +111,22 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     return ",".join(repr(float(b)) for b in values)
 
 
+# The keys train.* and model.* may hold (a typo added with +, such as +train.epoch=3, would
+# otherwise be accepted silently and only land in the folder name).
+_TRAIN_KEYS = frozenset(f.name for f in fields(TrainConfig))
+_MODEL_KEYS = frozenset({"width", "grid_size", "spline_order", "gate_init_alpha", "noise_scale", "scale_base_mu", "scale_base_sigma",
+                         "grid_eps", "grid_refit_rtol", "gate_estimator", "edge_cost", "node_cost", "exit_cost"})
+
+
+def _check_known(node: dict, known: frozenset, section: str) -> None:
+    unknown = sorted(set(node) - known)
+    if unknown:
+        import difflib
+
+        hints = [f"{section}.{k}" + (f" (did you mean {section}.{m[0]}?)" if (m := difflib.get_close_matches(k, known, n=1)) else "") for k in unknown]
+        raise ConfigError(f"unknown key(s) {', '.join(hints)}; {section}.* takes: {', '.join(sorted(known))}")
+
+
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -163,6 +179,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     c = to_container(cfg) if isinstance(cfg, DictConfig) else dict(cfg)
     c.pop("hydra", None)
     d, m, t, cond = c["dataset"], c["model"], c["train"], c.get("condition") or {}
+    _check_known(t, _TRAIN_KEYS, "train")
+    _check_known(m, _MODEL_KEYS, "model")
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
 
@@ -278,6 +296,23 @@ def _pop_key(c: dict, dotted: str, only_if=_ANY) -> None:
     node = c.get(path[0], {}) if path else c
     if key in node and (only_if is _ANY or node[key] == only_if):
         del node[key]
+
+
+def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two resolved configs (run-defining keys only)."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        dotted = f"{prefix}{key}"
+        if dotted in _NOT_RUN_DEFINING or key == "hydra":
+            continue
+        x, y = a.get(key, "<absent>"), b.get(key, "<absent>")
+        if dotted in _ADDED_LATER and {x, y} <= {"<absent>", _ADDED_LATER[dotted]}:
+            continue  # a key added later, at the value that reproduces the behaviour before it
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += config_differences(x, y, f"{dotted}.")
+        elif x != y:
+            out.append(f"{dotted}: {x!r} there, {y!r} now")
+    return out
 
 
 def config_hash(container: dict) -> str:

@@ -21,7 +21,16 @@ import torch
 from tqdm.auto import tqdm
 
 from kanx import records as R
-from kanx.config import RunConfig, check_against_data, check_device, check_width, config_hash, run_config_from, to_container
+from kanx.config import (
+    RunConfig,
+    check_against_data,
+    check_device,
+    check_width,
+    config_differences,
+    config_hash,
+    run_config_from,
+    to_container,
+)
 from kanx.curves import Curves, default_every
 from kanx.errors import ConfigError
 from kanx.load import model_file
@@ -79,9 +88,10 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         job = Job(container, run, Path(run_dir), config_hash(container))
         job.state = R.read_state(job.run_dir)
         if job.state.status in ("done", "failed") and job.state.config_hash != job.config_hash and not run.overwrite:
+            diff = config_differences((job.state.record or {}).get("config") or {}, container)
             raise ConfigError(
-                f"{job.run_dir} holds a record of a different config (hash {job.state.config_hash}, this run {job.config_hash}): "
-                "use another results_root, or overwrite=true to replace it"
+                f"{job.run_dir} holds a record of a different config ({'; '.join(diff[:3]) or f'hash {job.state.config_hash}, this run {job.config_hash}'}"
+                f"{'; ...' if len(diff) > 3 else ''}): use another results_root, or overwrite=true to replace it"
             )
         jobs.append(job)
     return jobs

@@ -37,6 +37,20 @@ def trained(runs, x, y, device=None, epochs=None) -> Pack:
     return pack
 
 
+def wait_for(root: Path, pattern: str, timeout: float = 120.0) -> Path:
+    """The first file under root matching pattern, once it exists (e.g. a run's lock: its
+    training has started)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(root.rglob(pattern))
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no {pattern} under {root} after {timeout} s")
+
+
 def cli(*args, cwd=ROOT, timeout=300, check=True):
     """`python -m kanx.train ARGS` in a fresh process."""
     env = os.environ | {"PYTHONUNBUFFERED": "1"}

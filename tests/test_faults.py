@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import TOY, cli, records
+from helpers import TOY, cli, records, wait_for
 
 import kanx
 
@@ -175,7 +175,8 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500", "train.warmup=1", "train.fc_warmup=1",
             "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY, "-m"]
     p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
-    time.sleep(10)
+    wait_for(tmp_path, "lock")  # training has started
+    time.sleep(2)  # some epochs (1,500 take far longer)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 128 + signal.SIGTERM and "SIGTERM: saved checkpoints of 1 run(s)" in err, err[-2000:]
@@ -185,3 +186,13 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     assert "resuming 1 run(s) from epoch" in again.stdout + again.stderr
     (rec,) = records(tmp_path)
     assert rec["status"] in ("ok", "collapsed") and not ckpt.exists()
+
+
+def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(tmp_path):
+    p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "+train.epoch=3", check=False)
+    assert p.returncode == 2 and "unknown key(s) train.epoch (did you mean train.epochs?)" in p.stderr, p.stderr
+    assert not list(tmp_path.rglob("record.json"))
+    cli("+condition=E", f"results_root={tmp_path}", *ARGS, "hydra.sweep.dir=" + str(tmp_path / "s"), "hydra.run.dir=" + str(tmp_path / "s"))
+    p = cli("+condition=E", f"results_root={tmp_path}", *[a for a in ARGS if a != "train.fc_warmup=1"], "train.fc_warmup=2",
+            "hydra.sweep.dir=" + str(tmp_path / "s"), "hydra.run.dir=" + str(tmp_path / "s"), check=False)
+    assert p.returncode == 2 and "train.fc_warmup: 1 there, 2 now" in p.stderr, p.stderr
