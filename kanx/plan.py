@@ -27,8 +27,27 @@ from kanx.config import register_resolvers
 
 log = logging.getLogger("kanx")
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-# Keys set per member on a copy of the sweep's composed config (composing costs ~0.25 s).
+# Keys that vary between the members of a pack: jobs that differ only in these share one
+# composed config, copied and set per job (composing each job costs ~0.25 s).
 MEMBER_KEYS = ("beta", "seed")
+
+
+def split_members(parsed: Sequence) -> tuple[list, tuple[str, ...]]:
+    """A job's parsed overrides as (member overrides, the other overrides' text): jobs with
+    the same other overrides share one composed config."""
+    member = [o for o in parsed if o.key_or_group in MEMBER_KEYS and o.package is None and not o.is_add()]
+    return member, tuple(o.input_line for o in parsed if o not in member)
+
+
+def with_members(cfg, member: Sequence):
+    """A copy of a composed config with the member overrides' values set."""
+    from omegaconf import open_dict
+
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        for o in member:
+            cfg[o.key_or_group] = o.value()
+    return cfg
 
 
 def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = (), conf_dir: Path = CONF_DIR) -> list[tuple[object, Path]]:
@@ -38,7 +57,6 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = (), conf
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import open_dict
 
     register_resolvers()
     parser = OverridesParser.create()
@@ -52,27 +70,26 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = (), conf
         composed: dict = {}
         for batch in BasicSweeper.split_arguments(parser.parse_overrides(base + params), None):
             for job in batch:
-                parsed = parser.parse_overrides(job)
-                member = [o for o in parsed if o.key_or_group in MEMBER_KEYS and not o.is_add()]
-                rest = tuple(o.input_line for o in parsed if o not in member)
+                member, rest = split_members(parser.parse_overrides(job))
                 if rest not in composed:
                     composed[rest] = compose("config", overrides=list(rest), return_hydra_config=True)
-                cfg = copy.deepcopy(composed[rest])
-                with open_dict(cfg):
-                    for o in member:
-                        cfg[o.key_or_group] = o.value()
+                cfg = with_members(composed[rest], member)
                 HydraConfig.instance().set_config(cfg)  # resolves ${hydra:...} in the run directory
                 jobs.append((cfg, Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)))
     return jobs
 
 
+def steps_left(pack) -> int:
+    """The optimizer steps a pack has left: (epochs - resume epoch) x batches per epoch."""
+    t = pack[0].run.train
+    n_train = pack[0].container["dataset"].get("n_train") or 1
+    return (t.epochs - pack[0].resume_epoch) * math.ceil(n_train / t.batch_size)
+
+
 def pack_cost(pack) -> float:
     """Rough relative cost of training a pack: its optimizer steps, times a per-step cost
     that grows with the members (sub-linearly on a CPU, see docs/BENCHMARK.md)."""
-    t = pack[0].run.train
-    n_train = pack[0].container["dataset"].get("n_train") or 1
-    steps = (t.epochs - pack[0].resume_epoch) * math.ceil(n_train / t.batch_size)
-    return steps * (1 + len(pack) / 10)
+    return steps_left(pack) * (1 + len(pack) / 10)
 
 
 def assign(packs: Sequence, workers: int) -> list[list]:

@@ -180,7 +180,7 @@ def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
             log.info(f"{job.label}: another process is training it ({job.run_dir / R.LOCK}); skipping")
             continue
         state = R.read_state(job.run_dir)
-        if state.status == "done" and state.config_hash == job.config_hash and not job.run.overwrite and job.state.status != "done":
+        if state.status == "done" and state.config_hash == job.config_hash and not job.run.overwrite:
             R.unlock(job.run_dir)
             continue
         mine.append(job)
@@ -247,15 +247,24 @@ def _progress_line(p: Pack, progress, name: str, epochs: int, resumed_at: tuple[
             f"{rate:.2f} epochs/s, about {left} left; checkpoint written")
 
 
-def _train_pack(jobs: Sequence[Job], start: float) -> None:
-    from kanx.data import evaluate_members, fit_scaling, stack_scalings
+def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torch.Tensor]:
+    """Each member's dataset and scaling (fitted on its training data), and the stacked
+    model-scaled training data x (M, N, n_0), y (M, N, n_L) a Pack trains on."""
+    from kanx.data import fit_scaling
 
-    runs = [j.run for j in jobs]
-    device = resolve_device(runs[0].device)
     datasets = [load_data(r) for r in runs]
     scalings = [fit_scaling(ds, r.data.input_scaling, r.data.standardize_targets) for ds, r in zip(datasets, runs, strict=True)]
     x = torch.stack([s.x(ds.x_train) for s, ds in zip(scalings, datasets, strict=True)])
     y = torch.stack([s.y(ds.y_train) for s, ds in zip(scalings, datasets, strict=True)])
+    return datasets, scalings, x, y
+
+
+def _train_pack(jobs: Sequence[Job], start: float) -> None:
+    from kanx.data import evaluate_members, stack_scalings
+
+    runs = [j.run for j in jobs]
+    device = resolve_device(runs[0].device)
+    datasets, scalings, x, y = pack_data(runs)
     pack = Pack(runs, x, y, datasets[0].n_train, device)
     if jobs[0].resume_epoch:
         pack.load_member_states([_load_checkpoint(j.run_dir)["state"] for j in jobs])

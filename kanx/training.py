@@ -152,15 +152,14 @@ class Pack:
         generator, in one draw per member (not one per step)."""
         N = self.x.shape[1]
         n_noise = (self.model.n_edges if self.condition.edge_gates else 0) + (self.model.L if self.condition.exits else 0)
-        perms, noise = [], []
-        for m, g in enumerate(self.generators):
+        perms, noise = [], torch.full((n_batches, self.M, n_noise), 0.5)  # slots a member does not use stay 0.5
+        for m, g in enumerate(self.generators):  # per member: its order, then its noise
             perms.append(torch.randperm(N, generator=g))
             if self.noise_slots is None:
-                noise.append(torch.rand(n_batches, n_noise, generator=g))
+                noise[:, m] = torch.rand(n_batches, n_noise, generator=g)
             else:
-                own = torch.rand(n_batches, len(self.noise_slots[m]), generator=g)
-                noise.append(torch.full((n_batches, n_noise), 0.5).index_copy_(1, self.noise_slots[m], own))
-        return torch.stack(perms).to(self.device), torch.stack(noise, dim=1).to(self.device)  # (M, N), (n_batches, M, n_noise)
+                noise[:, m, self.noise_slots[m]] = torch.rand(n_batches, len(self.noise_slots[m]), generator=g)
+        return torch.stack(perms).to(self.device), noise.to(self.device)  # (M, N), (n_batches, M, n_noise)
 
     def run_epoch(self) -> Progress:
         epoch, cfg, model = self.epoch, self.train_cfg, self.model

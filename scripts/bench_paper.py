@@ -23,7 +23,6 @@ mixed packing against per-sweep packs.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import sys
@@ -60,17 +59,14 @@ def make_up(pack) -> tuple:
 
 def time_pack(pack, steps: int, device: torch.device) -> dict:
     """Seconds per step, per grid update and for the evaluation of one pack."""
-    from kanx.data import evaluate_members, fit_scaling, stack_scalings
-    from kanx.runner import load_data
+    from kanx.data import evaluate_members, stack_scalings
+    from kanx.runner import pack_data
     from kanx.training import Pack
 
     runs = [j.run for j in pack]
-    datasets = [load_data(r) for r in runs]
-    scalings = [fit_scaling(ds, r.data.input_scaling, r.data.standardize_targets) for ds, r in zip(datasets, runs, strict=True)]
-    x = torch.stack([s.x(ds.x_train) for s, ds in zip(scalings, datasets, strict=True)])
-    y = torch.stack([s.y(ds.y_train) for s, ds in zip(scalings, datasets, strict=True)])
+    datasets, scalings, x, y = pack_data(runs)
     t0 = time.perf_counter()
-    p = Pack([r for r in runs], x, y, datasets[0].n_train, device)
+    p = Pack(runs, x, y, datasets[0].n_train, device)
     init = time.perf_counter() - t0
     cfg = runs[0].train
     # Past every warmup and its grid-update burst, so forward connections are on, L_C is in
@@ -103,13 +99,11 @@ def sync(device: torch.device) -> None:
 
 
 def pack_seconds(pack, t: dict) -> float:
-    cfg = pack[0].run.train
-    n_train = pack[0].container["dataset"]["n_train"]
-    steps = cfg.epochs * math.ceil(n_train / cfg.batch_size)
+    from kanx.plan import steps_left
     from kanx.training import member_grid_updates
 
-    grid_epochs = len(member_grid_updates(cfg, [j.run.condition for j in pack]))
-    return steps * t["per_step"] + grid_epochs * t["grid"] + t["eval"] + t["init"]
+    grid_epochs = len(member_grid_updates(pack[0].run.train, [j.run.condition for j in pack]))
+    return steps_left(pack) * t["per_step"] + grid_epochs * t["grid"] + t["eval"] + t["init"]
 
 
 def estimate(packs, timings: dict) -> float:

@@ -8,7 +8,6 @@ jobs that differ only in beta and seed as one batched model (a pack of up to
 Hydra finds launchers only in the ``hydra_plugins`` namespace package, hence this folder.
 """
 
-import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,26 +36,19 @@ class PackedLauncherConf:
 ConfigStore.instance().store(group="hydra/launcher", name="kanx_packed", node=PackedLauncherConf, provider="kanx")
 
 
-# Keys that vary between the members of a pack: jobs that differ only in these share one
-# composed config, copied and set per job (composing each job costs ~0.25 s).
-MEMBER_KEYS = ("beta", "seed")
-
-
 def compose_jobs(launcher: Launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """Each job's composed config, its output directory and its overrides."""
+    from kanx.plan import split_members, with_members
+
     parser = OverridesParser.create()
     composed: dict = {}
     jobs = []
     for idx, overrides in enumerate(job_overrides):
-        parsed = parser.parse_overrides(list(overrides))
-        member = [o for o in parsed if o.key_or_group in MEMBER_KEYS and o.package is None and not o.is_add()]
-        rest = tuple(o.input_line for o in parsed if o not in member)
+        member, rest = split_members(parser.parse_overrides(list(overrides)))
         if rest not in composed:
             composed[rest] = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
-        cfg = copy.deepcopy(composed[rest])
+        cfg = with_members(composed[rest], member)
         with open_dict(cfg):
-            for o in member:
-                cfg[o.key_or_group] = o.value()
             cfg.hydra.job.id = cfg.hydra.job.num = initial_job_idx + idx
             cfg.hydra.overrides.task = list(overrides)
         HydraConfig.instance().set_config(cfg)  # resolves ${hydra:...} in the job's dirs

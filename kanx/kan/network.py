@@ -136,7 +136,14 @@ class GatedKAN(nn.Module):
         return slice(n_in - own_in, n_in), slice(0, own_out)
 
     def flat_index(self, c: Condition) -> torch.Tensor:
-        """Positions in the flat (n_edges,) layout of a condition-c model's edges, in its own order."""
+        """Positions in the flat (n_edges,) layout of a condition-c model's edges, in its own
+        order (computed once per condition: checkpoints ask for it per member)."""
+        cache = self.__dict__.setdefault("_flat_index_cache", {})
+        if c not in cache:
+            cache[c] = self._flat_index(c)
+        return cache[c]
+
+    def _flat_index(self, c: Condition) -> torch.Tensor:
         parts, offset = [], 0
         for k, (n_in, n_out) in enumerate(self.edge_shapes):
             rows, cols = self.stage_block(k, c)
