@@ -13,7 +13,8 @@ from kanx.kan.network import Condition, GatedKAN, KANSpec
 
 # model.pt holds tensors and plain data only, so it loads with torch.load(weights_only=True):
 # a results folder on a shared file system must not be able to run code in whoever opens it.
-# Format 1 (before 2026-11-26) pickled kanx objects (KANSpec, Condition, Scaling).
+# Format 1 (before 2026-11-26) pickled kanx's KANSpec, Condition and Scaling; read_model_file
+# still reads it, with those three classes allow-listed for the restricted unpickler.
 MODEL_FORMAT = 2
 _SCALING_FIELDS = ("x_shift", "x_scale", "y_shift", "y_scale", "input_scaling", "standardize_targets")
 
@@ -33,28 +34,25 @@ def model_file(state: dict, spec: KANSpec, condition: Condition, seed: int, scal
     }
 
 
-def read_model_file(path: Path, trust_pickle: bool = False) -> dict:
+def read_model_file(path: Path) -> dict:
     """model.pt as written by model_file, with spec, condition and scaling rebuilt.
 
-    A format-1 file (pickled objects) is refused unless ``trust_pickle`` (or the environment
-    variable KANX_TRUST_PICKLE=1, for the command lines): unpickling a file can run any code
-    its writer put in it."""
-    import os
-
+    Always torch.load(weights_only=True): tensors and plain data, plus (for format-1 files
+    written before 2026-11-26) kanx's own plain dataclasses KANSpec, Condition and Scaling,
+    which the restricted unpickler may only construct, never call anything else. A file
+    that needs any other object is refused: unpickling it could run code."""
     from kanx.data.scaling import Scaling
 
-    trust_pickle = trust_pickle or os.environ.get("KANX_TRUST_PICKLE") == "1"
-
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals([KANSpec, Condition, Scaling]):
+            saved = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        if not trust_pickle:
-            raise ValueError(f"{path} was written by an older kanx and holds pickled Python objects, which kanx does not load "
-                             "(unpickling can run code): re-run the run (overwrite=true), or, if you trust the file, "
-                             "kanx.load_run(run_dir, trust_pickle=True) or KANX_TRUST_PICKLE=1 for kanx.draw and kanx.formula") from None
-        return torch.load(path, map_location="cpu", weights_only=False)
+        raise ValueError(f"{path} holds pickled Python objects other than tensors, plain data and kanx's KANSpec, Condition and "
+                         "Scaling, which kanx does not load (unpickling can run code): re-run the run with overwrite=true") from None
     except (RuntimeError, EOFError, OSError) as e:
         raise ValueError(f"{path} is unreadable or truncated ({type(e).__name__}: {e}); re-run the run with overwrite=true") from None
+    if saved.get("format", 1) == 1:
+        return saved  # objects already
     spec = dict(saved["spec"])
     spec["width"], spec["grid_range"] = tuple(spec["width"]), tuple(spec["grid_range"])
     return {**saved, "spec": KANSpec(**spec), "condition": Condition.from_name(saved["condition"]), "scaling": Scaling(**saved["scaling"])}
@@ -93,14 +91,13 @@ class TrainedRun:
         return formula_of_run(self, **options)
 
 
-def load_run(run_dir: str | Path, trust_pickle: bool = False) -> TrainedRun:
-    """The record, the resolved config and the trained model of a finished run.
-    ``trust_pickle``: also load a model.pt of the old, pickled format (read_model_file)."""
+def load_run(run_dir: str | Path) -> TrainedRun:
+    """The record, the resolved config and the trained model of a finished run."""
     run_dir = Path(run_dir)
     state = R.read_state(run_dir)
     if state.record is None or not (run_dir / R.MODEL).exists():
         raise FileNotFoundError(f"{run_dir} holds no finished run (expected {R.RECORD}, {R.DONE} and {R.MODEL})")
-    saved = read_model_file(run_dir / R.MODEL, trust_pickle)
+    saved = read_model_file(run_dir / R.MODEL)
     model = GatedKAN(saved["spec"], saved["condition"], seeds=[saved["seed"]])
     model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})
     model.eval()

@@ -45,7 +45,7 @@ def runs(tmp_path_factory):
     # The EFX run with hand-set gates, saved through model.pt like any run.
     hand = root / "hand" / "EFX"
     shutil.copytree(efx, hand)
-    saved = torch.load(hand / "model.pt", weights_only=False)
+    saved = torch.load(hand / "model.pt", weights_only=True)
     run = kanx.load_run(efx)
     alpha = torch.full((run.model.n_edges,), -10.0)  # all closed
     open_ = {(0, 0, 0), (1, 2, 0), (2, 4, 0), (2, 1, 0),  # paths x -> h1_0 -> h2_0 -> out and y -> out (FC)

@@ -147,9 +147,9 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     assert not (tmp_path / "lock").exists()
 
 
-def test_an_old_format_model_loads_only_when_trusted(finished, tmp_path, monkeypatch):
-    """A format-1 model.pt (pickled kanx objects, as written before) loads with trust_pickle
-    or KANX_TRUST_PICKLE=1, never by default."""
+def test_an_old_format_model_loads_without_unpickling_anything_else(finished, tmp_path):
+    """A format-1 model.pt (kanx's KANSpec, Condition and Scaling pickled, as written before)
+    still loads, through the restricted unpickler with those three classes allow-listed."""
     from kanx.load import read_model_file
 
     run_dir = tmp_path / "old"
@@ -157,12 +157,12 @@ def test_an_old_format_model_loads_only_when_trusted(finished, tmp_path, monkeyp
     for name in ("record.json", "done"):
         (run_dir / name).write_bytes((finished / name).read_bytes())
     new = read_model_file(finished / "model.pt")
-    torch.save(new | {"format": 1}, run_dir / "model.pt")  # KANSpec, Condition, Scaling pickled
-    with pytest.raises(ValueError, match="KANX_TRUST_PICKLE=1"):
-        kanx.load_run(run_dir)
-    assert kanx.load_run(run_dir, trust_pickle=True).model.condition.name == "EFX"
-    monkeypatch.setenv("KANX_TRUST_PICKLE", "1")
-    assert kanx.load_run(run_dir).model.condition.name == "EFX"
+    old = {k: v for k, v in new.items() if k != "format"}  # KANSpec, Condition, Scaling objects
+    torch.save(old, run_dir / "model.pt")
+    with pytest.raises(pickle.UnpicklingError):  # not plain data: the default restricted load refuses it
+        torch.load(run_dir / "model.pt", weights_only=True)
+    run = kanx.load_run(run_dir)
+    assert run.model.condition.name == "EFX" and run.scaling.input_scaling == "minmax"
 
 
 def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_path):

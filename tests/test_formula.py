@@ -272,7 +272,7 @@ def f1_run(tmp_path_factory):
 
     head = run.model.trunk_out[0]  # stage 0's columns: [trunk (5) | exit head 0]
     model = _hand_model("EX", run.model.width, {(0, 0, head): edge}, exit_k=0)
-    saved = torch.load(run_dir / "model.pt", weights_only=False)
+    saved = torch.load(run_dir / "model.pt", weights_only=True)
     saved["model"] = {k: v[0] for k, v in model.state_dict().items()}
     torch.save(saved, run_dir / "model.pt")
     return run_dir

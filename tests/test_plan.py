@@ -80,7 +80,7 @@ def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     _, err = worker.communicate(timeout=120)
     assert worker.returncode == 128 + signal.SIGTERM, err
     assert "SIGTERM: saved checkpoints of 1 run(s)" in err
-    ckpt = torch.load(jobs[0].run_dir / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(jobs[0].run_dir / "checkpoint.pt", weights_only=True)
     assert 0 < ckpt["epoch"] < 1500
     assert run_plan(configs(tmp_path / "a")) == 0  # resumes from the checkpoint
     assert run_plan(configs(tmp_path / "b")) == 0  # uninterrupted
