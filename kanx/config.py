@@ -29,7 +29,7 @@ _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_tar
 _NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas")
 # Keys added after records existed, with the value that reproduces the behaviour from before
 # them: left out of the hash while they hold it, so older records keep their identity.
-_ADDED_LATER = {"model.grid_refit_rtol": None}
+_ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256}
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
 # otherwise be accepted silently and only land in the folder name).
 _TRAIN_KEYS = frozenset(f.name for f in fields(TrainConfig))
 _MODEL_KEYS = frozenset({"width", "grid_size", "spline_order", "gate_init_alpha", "noise_scale", "scale_base_mu", "scale_base_sigma",
-                         "grid_eps", "grid_refit_rtol", "gate_estimator", "edge_cost", "node_cost", "exit_cost"})
+                         "grid_eps", "grid_refit_rtol", "grid_refit_points", "gate_estimator", "edge_cost", "node_cost", "exit_cost"})
 
 
 def _check_known(node: dict, known: frozenset, section: str) -> None:
@@ -152,6 +152,15 @@ def _refit_rtol(value) -> float | None:
     rtol = _num(value, "model.grid_refit_rtol")
     _require(0 < rtol < 1, f"model.grid_refit_rtol={value!r} must be null or a number between 0 and 1 (exclusive), e.g. 1.0e-4")
     return rtol
+
+
+def _refit_points(value, grid_size: int, order: int) -> int | None:
+    if value is None:
+        return None
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= grid_size + order
+    _require(ok, f"model.grid_refit_points={value!r} must be null (all samples, as pykan) or an integer of at least "
+                 f"grid_size + spline_order = {grid_size + order} (the coefficients the refit pins), e.g. 256")
+    return value
 
 
 def _choice(value, key: str, allowed: tuple) -> str:
@@ -243,6 +252,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         scale_base_sigma=_num(m.get("scale_base_sigma", 1.0), "model.scale_base_sigma"),
         grid_eps=_num(m.get("grid_eps", 0.02), "model.grid_eps"),
         grid_refit_rtol=_refit_rtol(m.get("grid_refit_rtol")),
+        grid_refit_points=_refit_points(m.get("grid_refit_points", 256), grid_size, order),
     )
     costs = Costs(_num(m.get("edge_cost", 1.0), "model.edge_cost"), _num(m.get("node_cost", 1.0), "model.node_cost"), _num(m.get("exit_cost", 1.0), "model.exit_cost"))
     _require(min(costs.edge, costs.node, costs.exit) >= 0, f"complexity costs must be >= 0, got {costs}")

@@ -152,6 +152,26 @@ def test_grid_update_keeps_a_smooth_function_on_the_samples():
     after = layer.edge_spline(samples)
     assert (after - before).abs().max() < 1e-3
 
+@pytest.mark.parametrize("points", [None, 256])
+def test_grid_refit_solves_least_squares_on_all_samples_unless_told_otherwise(points):
+    # pykan refits on every sample; grid_refit_points=256 on evenly spaced order statistics.
+    # Reference: numpy's lstsq on the direct Cox-de Boor basis at all 1,000 samples.
+    fn = lambda x: torch.sin(3 * x) + 0.4 * torch.cos(7 * x)  # noqa: E731
+    layer = _fitted_layer(fn, G=5)
+    samples = (torch.randn(1, 1000, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 0.35).clamp(-0.95, 0.95)
+    old = layer.edge_spline(samples)[0, :, 0, 0].detach().numpy()
+    layer.update_grid(samples, grid_eps=0.02, points=points)
+    t = layer.grid[0, 0].tolist()
+    xs = samples[0, :, 0].tolist()
+    basis = np.array([[cox_de_boor(i, layer.K, t, v) for i in range(layer.G + layer.K)] for v in xs])
+    ref = np.linalg.lstsq(basis, old, rcond=None)[0]
+    gap = np.abs(layer.coef[0, 0, 0].detach().numpy() - ref).max()
+    if points is None:
+        assert gap < 1e-8, f"refit differs from least squares on all samples by {gap:.3g}"
+    else:
+        assert gap > 1e-6, "a refit on 256 order statistics should not equal the all-sample solve here"
+
+
 
 def _tied_samples():
     """The age column of the Concrete data in miniature: its 14 values with their counts,

@@ -22,7 +22,6 @@ class KANLayer(nn.Module):
     y[m,b,o] = sum_i z[m,i,o] * (scale_base * silu(x_i) + scale_sp * sum_c coef_c B_c(x_i))
     """
 
-    REFIT_POINTS = 256  # samples per input used to refit coefficients after a grid update
 
     def __init__(self, M: int, in_features: int, out_features: int, spec: KANSpec, dtype=torch.float32):
         super().__init__()
@@ -71,7 +70,10 @@ class KANLayer(nn.Module):
         return spline_values(x, self.grid, self.coef, self.K)
 
     @torch.no_grad()
-    def update_grid(self, x: torch.Tensor, grid_eps: float, members: torch.Tensor | None = None, rtol: float | None = None) -> None:
+    def update_grid(
+        self, x: torch.Tensor, grid_eps: float, members: torch.Tensor | None = None,
+        rtol: float | None = None, points: int | None = None,
+    ) -> None:
         """Re-place the knots from samples x (M, N, I) and refit coef so each edge's spline
         is preserved on the samples (pykan's update_grid_from_samples). Only ``members``
         (bool (M,), default all) change: a diverged member's NaNs must not reach the solver.
@@ -81,16 +83,19 @@ class KANLayer(nn.Module):
         between them see almost no samples. Plain least squares (``rtol`` None, as pykan)
         then puts coefficients of 1e3 and more on them: the spline still passes through the
         samples but swings wildly between them, where later activations can land.
-        ``rtol`` (model.grid_refit_rtol) drops those near-null directions instead."""
+        ``rtol`` (model.grid_refit_rtol) drops those near-null directions instead.
+
+        The knots always come from all N samples. The refit uses all of them too (``points``
+        None, as pykan), or ``points`` evenly spaced order statistics per input when N is larger
+        (model.grid_refit_points; docs/CALIBRATION.md has the evidence for the default)."""
         keep = torch.ones(x.shape[0], dtype=torch.bool, device=x.device) if members is None else members.to(x.device)
         x = torch.where(keep.view(-1, 1, 1), x, torch.zeros_like(x))
         x_sorted = torch.sort(x, dim=1).values.to(torch.float64)  # (M, N, I)
         new_grid = adaptive_grid(x_sorted, self.G, self.K, grid_eps)  # (M, I, T), from all N samples
-        if x_sorted.shape[1] > self.REFIT_POINTS:
-            # The refit only has to pin C = G + K coefficients: evenly spaced order
-            # statistics cover the sample range as the full set does, at a fraction of the
-            # cost of evaluating two (M, N, I, T) bases in float64.
-            idx = torch.linspace(0, x_sorted.shape[1] - 1, self.REFIT_POINTS, device=x.device).round().long()
+        if points is not None and x_sorted.shape[1] > points:
+            # Order statistics spread over the sample range as the full set is, but they
+            # weight the range evenly by rank, not by the full set's multiplicities.
+            idx = torch.linspace(0, x_sorted.shape[1] - 1, points, device=x.device).round().long()
             x_sorted = x_sorted[:, idx]
         coef = torch.where(keep.view(-1, 1, 1, 1), self.coef, torch.zeros_like(self.coef)).to(torch.float64)
         old = spline_values(x_sorted, self.grid.to(torch.float64), coef, self.K)

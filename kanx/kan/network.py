@@ -288,7 +288,7 @@ class GatedKAN(nn.Module):
         trunk = [x]
         for k, stage in enumerate(self.stages):
             h = torch.cat(trunk, dim=-1) if self.condition.forward else trunk[-1]
-            stage.update_grid(h, self.spec.grid_eps, members, self.spec.grid_refit_rtol)
+            stage.update_grid(h, self.spec.grid_eps, members, self.spec.grid_refit_rtol, self.spec.grid_refit_points)
             if self.trunk_out[k]:
                 trunk.append(stage(h, z[k])[..., : self.trunk_out[k]])
 
