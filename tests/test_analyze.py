@@ -25,6 +25,7 @@ import pytest
 
 from kanx.analyze import (
     absolute_table,
+    build_artifacts,
     compare_hv,
     compare_published,
     condition_hypervolumes,
@@ -43,6 +44,7 @@ from kanx.analyze import (
     seed_medians,
 )
 from kanx.analyze.__main__ import main
+from kanx.analyze.aggregate import architecture_edges, ungated_structure_check
 from kanx.analyze.figures import pareto_figure, pareto_runs
 from kanx.analyze.published import PAPER_HV
 from kanx.analyze.registry import CONDITIONS, GATED, family_label
@@ -477,3 +479,25 @@ def test_analysis_imports_no_torch_hydra_or_omegaconf():
     code = "import sys, kanx.analyze.__main__; print(sorted({'torch', 'hydra', 'omegaconf'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("width", "condition", "edges", "depth"), [
+    ("[13, 13, 13, 1]", "Baseline", 13 * 13 * 2 + 13, 3),
+    ("[1, 5, 5, 5, 1]", "F", 5 + 6 * 5 + 11 * 5 + 16, 4),  # layer l sees the input and every earlier layer
+    ("[2, 4, 4, 4, 2]", "Baseline", 8 + 16 + 16 + 8, 4),
+])
+def test_architecture_edges_count_every_trunk_and_forward_edge(width, condition, edges, depth):
+    assert architecture_edges(width, condition) == (edges, depth)
+
+
+def test_ungated_runs_whose_structure_differs_from_the_architecture_are_flagged(tmp_path):
+    config = {"model": {"width": [1, 5, 5, 5, 1]}}
+    for seed, edges in enumerate((60, 60, 59)):  # seed 2 lost an edge: impossible without gates
+        write_record(tmp_path, f"nguyen_f1/Baseline/s{seed}", dataset="nguyen_f1", family="nguyen", condition="Baseline",
+                     beta=0.0, seed=seed, config=config, metrics={"test_rmse": 0.1, "contributing_edges": edges, "depth": 4})
+    write_record(tmp_path, "nguyen_f1/F/s0", dataset="nguyen_f1", family="nguyen", condition="F", beta=0.0, seed=0,
+                 config=config, metrics={"test_rmse": 0.1, "contributing_edges": 106, "depth": 4})
+    check = ungated_structure_check(load_runs(tmp_path)).set_index("condition")
+    assert check.loc["Baseline", "n_differ"] == 1 and check.loc["F", "n_differ"] == 0
+    report = build_artifacts(load_runs(tmp_path), formats=()).report
+    assert "1 DIFFER" in report and "cell(s) have runs whose structure differs" in report

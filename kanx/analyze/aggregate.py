@@ -194,3 +194,34 @@ def log_ratio_summary(ratios: pd.DataFrame, by: str = "family") -> pd.DataFrame:
     table = table.assign(_p=table["panel"].map(rank), _c=table["condition"].map(CONDITIONS.index))
     table = table.sort_values(["_p", "_c", "beta"], kind="stable").drop(columns=["_p", "_c"])
     return table.reset_index(drop=True)
+
+
+def architecture_edges(width: str, condition: str) -> tuple[int, int]:
+    """(contributing edges, depth) of the whole architecture ``width`` ("[n_0, ..., n_L]")
+    with every edge open and the final exit: what an ungated condition must report (Baseline:
+    every trunk edge; F: every trunk and forward-connection edge)."""
+    from kanx.kan.structure import trace
+
+    w = [int(v) for v in width.strip("[]").split(",")]
+    L, forward = len(w) - 1, "F" in condition
+    masks = [np.ones((sum(w[: k + 1]) if forward else w[k], (w[k + 1] if k < L - 1 else 0) + w[L]), dtype=bool) for k in range(L)]
+    s = trace(w, forward, masks)
+    return s.contributing_edges, s.depth
+
+
+def ungated_structure_check(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, ungated condition): the runs whose contributing edges or depth differ from
+    the architecture's (issue: Baseline and F must match it exactly on every dataset). Columns
+    dataset, condition, width, n_runs, edges_expected, depth_expected, n_differ; one row per
+    cell with usable runs and a recorded width."""
+    act = active_runs(runs)
+    act = act[act["usable"] & act["condition"].isin(UNGATED) & act["width"].notna()]
+    rows = []
+    for (dataset, condition, width), g in act.groupby(["dataset", "condition", "width"], sort=False):
+        edges, depth = architecture_edges(width, condition)
+        differ = (g["contributing_edges"] != edges) | (g["depth"] != depth)
+        rows.append({"dataset": dataset, "condition": condition, "width": width, "n_runs": len(g),
+                     "edges_expected": edges, "depth_expected": depth, "n_differ": int(differ.sum())})
+    cols = ["dataset", "condition", "width", "n_runs", "edges_expected", "depth_expected", "n_differ"]
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values(["dataset", "condition"], key=lambda c: c.map(dataset_rank) if c.name == "dataset" else c).reset_index(drop=True)

@@ -52,6 +52,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     *TIMING,
     "n_train",
     "n_test",
+    "width",
     "target_unit",
     "git_commit",
     "config_hash",
@@ -93,6 +94,12 @@ def _number(value) -> float:
     return float(value)
 
 
+def _width(record: dict) -> str | None:
+    """The trained architecture [n_0, ..., n_L] as text (a hashable cell), None if unrecorded."""
+    width = ((record.get("config") or {}).get("model") or {}).get("width")
+    return None if not width else "[" + ", ".join(str(int(w)) for w in width) + "]"
+
+
 def _row(record: dict, path: str) -> dict:
     for key in ("dataset", "condition", "seed", "status"):
         if record.get(key) is None:
@@ -121,6 +128,7 @@ def _row(record: dict, path: str) -> dict:
         **{t: _number(timing.get(t)) for t in TIMING},
         "n_train": record.get("n_train"),
         "n_test": record.get("n_test"),
+        "width": _width(record),
         "target_unit": record.get("target_unit"),
         "git_commit": record.get("git_commit"),
         "config_hash": record.get("config_hash"),

@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from . import published as pub
-from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians
+from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians, ungated_structure_check
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
 from .registry import (
@@ -155,6 +155,23 @@ def _published_section(
     return lines
 
 
+def _ungated_section(runs: pd.DataFrame) -> list[str]:
+    """Baseline and F against their architecture: with no gates, every edge contributes."""
+    check = ungated_structure_check(runs)
+    if check.empty:
+        return []
+    rows = [[group_label(r.dataset), r.condition, r.width, str(r.n_runs), str(r.edges_expected), str(r.depth_expected),
+             "match" if r.n_differ == 0 else f"**{r.n_differ} DIFFER**"] for r in check.itertuples()]
+    bad = int((check["n_differ"] > 0).sum())
+    verdict = ("Every ungated run has the architecture's contributing edges and depth." if bad == 0 else
+               f"**{bad} cell(s) have runs whose structure differs from the architecture**: see the run table.")
+    return ["## Ungated structure", "",
+            "Baseline and F have no gates, so every edge of the architecture contributes (F: trunk and "
+            "forward-connection edges) and the depth is the number of layers.", "",
+            markdown_table(["Dataset", "Cond.", "Width", "Runs", "Edges (architecture)", "Depth", "Check"], rows, "lllrrrl"),
+            verdict, ""]
+
+
 def build_artifacts(
     runs: pd.DataFrame,
     formats: Sequence[str] = ("png", "pdf"),
@@ -219,6 +236,8 @@ def build_artifacts(
     else:
         rows = [[group_label(r.dataset), r.condition, format_beta(r.beta), "**missing**"] for r in missing.itertuples()]
         lines += [markdown_table(["Dataset", "Cond.", "β", ""], rows, "llll")]
+
+    lines += _ungated_section(runs)
 
     # Hypervolume --------------------------------------------------------------------------
     hv = hv_table(medians, ref_scale)

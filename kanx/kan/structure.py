@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kanx.kan.network import GatedKAN
+if TYPE_CHECKING:  # the trace is numpy only, so the torch-free analysis can use it
+    from kanx.kan.network import GatedKAN
 
 
 @dataclass(frozen=True)
