@@ -6,6 +6,8 @@
     python scripts/calibrate.py run split                  # 5,000 epochs, Baseline, fixed split
     python scripts/calibrate.py run minmax                 # the factorial's protocol, min-max inputs
     python scripts/calibrate.py run refit                  # EF at the factorial's protocol, grid refit with rtol
+    python scripts/calibrate.py run refit-points           # Baseline: refit on 256 order statistics or all samples
+    python scripts/calibrate.py run rollout                # Ikeda/Ecosystem: the multi-step RMSE's protocol
     python scripts/calibrate.py report [--results results/calibration] [--out docs/CALIBRATION.md]
 
 The open choices (issue "Reproduce the paper on Concrete"):
@@ -47,7 +49,7 @@ COMBOS = {  # name -> dataset overrides
     "std-targets,std-inputs": ["dataset.standardize_targets=true", "dataset.input_scaling=standardize"],
     "raw-targets,std-inputs": ["dataset.standardize_targets=false", "dataset.input_scaling=standardize"],
 }
-STAGES = ("screen", "scale", "combos", "split", "minmax", "refit")
+STAGES = ("screen", "scale", "combos", "split", "minmax", "refit", "refit-points", "rollout")
 REFIT_RTOL = 1e-4  # model.grid_refit_rtol of the refit stage
 
 
@@ -64,8 +66,8 @@ def as_published_beta(beta: float, scale: str, run_scale: str = "mdl") -> float 
     return match[0] if match else None
 
 
-def train(args: list[str]) -> None:
-    cmd = [sys.executable, "-m", "kanx.train", "dataset=concrete", *args, "-m"]
+def train(args: list[str], dataset: str = "concrete") -> None:
+    cmd = [sys.executable, "-m", "kanx.train", f"dataset={dataset}", *args, "-m"]
     print("+", " ".join(cmd[1:]), flush=True)
     if subprocess.call(cmd) != 0:
         raise SystemExit(f"calibrate: sweep failed: {' '.join(cmd[1:])}")
@@ -94,6 +96,20 @@ def run(a) -> int:
         for scaling in ("standardize", "minmax"):
             train(["+condition=EF", f"results_root={a.results}/grid-refit", f"model.grid_refit_rtol={REFIT_RTOL}",
                    f"dataset.input_scaling={scaling}"])
+    elif a.stage == "refit-points":  # 256 order statistics (the old default) or all samples (pykan)
+        root = f"results_root={a.results}/refit-points"
+        for points, seeds in (("null", "0,1,2,3,4"), ("256", "0,1,2")):
+            train(["+condition=baseline", root, f"model.grid_refit_points={points}", f"seed={seeds}"], "superconductor")
+        train(["+condition=baseline", root, "model.grid_refit_points=null", "seed=0,1,2,3,4"])  # 256: the factorial's
+    elif a.stage == "rollout":  # trained models for scripts/rollout_probe.py, then its tables
+        # The records' own test RMSE is one rollout over the whole test segment (the default
+        # before this stage), pinned so the stage's records keep their identity.
+        root, whole = f"results_root={a.results}/rollout", ["dataset.horizon=null", "dataset.n_rollouts=1"]
+        train(["+condition=baseline", root, *whole, "seed=0,1,2"], "ikeda")
+        train(["+condition=EX", root, *whole, "beta=0.01", "seed=0,1,2"], "ikeda")
+        cmd = [sys.executable, str(ROOT / "scripts" / "rollout_probe.py"), f"{a.results}/rollout", "--out", f"{a.results}/rollout/probe"]
+        print("+", " ".join(cmd[1:]), flush=True)
+        subprocess.check_call(cmd)
     else:
         train([f"results_root={a.results}/baseline_fixed-split", "dataset.data_seed=0"])
         # (the per-seed split is the factorial's Baseline; min-max inputs: results/calibration/minmax-10seeds)
