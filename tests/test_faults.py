@@ -196,3 +196,17 @@ def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(t
     p = cli("+condition=E", f"results_root={tmp_path}", *[a for a in ARGS if a != "train.fc_warmup=1"], "train.fc_warmup=2",
             "hydra.sweep.dir=" + str(tmp_path / "s"), "hydra.run.dir=" + str(tmp_path / "s"), check=False)
     assert p.returncode == 2 and "train.fc_warmup: 1 there, 2 now" in p.stderr, p.stderr
+
+
+def test_an_empty_beta_list_is_one_line_and_a_rejected_override_leaves_no_folder(tmp_path):
+    p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "dataset.betas=[]", "-m", check=False)
+    assert p.returncode == 2 and p.stderr.strip() == "kanx: error: dataset.betas is empty: give at least one beta, e.g. dataset.betas=[0.0,0.01]", p.stderr
+    for extra in (["-m"], []):  # a sweep (multirun.yaml) and a single run (.hydra/, train.log)
+        p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", *extra, check=False)
+        assert p.returncode == 2 and "train.lr='abc' must be a number" in p.stderr, p.stderr
+        assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("not Hydra's")
+    cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", f"hydra.run.dir={kept}", check=False)
+    assert (kept / "notes.txt").exists() and (kept / ".hydra").exists()  # a folder holding anything else is left alone
