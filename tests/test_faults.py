@@ -210,3 +210,67 @@ def test_an_empty_beta_list_is_one_line_and_a_rejected_override_leaves_no_folder
     (kept / "notes.txt").write_text("not Hydra's")
     cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", f"hydra.run.dir={kept}", check=False)
     assert (kept / "notes.txt").exists() and (kept / ".hydra").exists()  # a folder holding anything else is left alone
+
+
+def _write_table(path: Path, change: float = 0.0) -> None:
+    rows = [f"{i / 100:.2f},{(i / 100) ** 2 + (change if i == 7 else 0.0):.4f}" for i in range(200)]
+    path.write_text("x,y\n" + "\n".join(rows) + "\n")
+
+
+def test_a_record_holds_its_data_hash_and_changed_data_stop_before_compute(tmp_path):
+    """The same command on a CSV with one value changed is refused, naming the data hashes
+    (the config hash is unchanged: the path is the same); overwrite=true replaces the run."""
+    from kanx.data import data_hash, load_dataset
+
+    table = tmp_path / "table.csv"
+    _write_table(table)
+    args = ["dataset=csv", f"dataset.path={table}", "dataset.target=y", "model.width=[1,2,1]", f"results_root={tmp_path / 'r'}", *ARGS]
+    cli(*args)
+    (first,) = records(tmp_path / "r")
+    assert first["data_hash"] == data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128, n_test=64))
+    _write_table(table, change=0.5)
+    p = cli(*args, check=False)
+    now = data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128, n_test=64))
+    assert p.returncode == 2 and f"dataset data hash: {first['data_hash']} there, {now} now ({table})" in p.stderr, p.stderr
+    assert "overwrite=true" in p.stderr and records(tmp_path / "r") == [first]  # nothing trained
+    cli(*args, "overwrite=true")
+    (second,) = records(tmp_path / "r")
+    assert second["data_hash"] == now and second["config_hash"] == first["config_hash"]
+
+
+def test_generated_data_are_identified_by_generator_version_and_parameters(monkeypatch):
+    from kanx.data import data_hash, load_dataset, registry
+
+    f1 = data_hash(load_dataset("nguyen_f1", data_seed=0))
+    assert f1 == data_hash(load_dataset("nguyen_f1", data_seed=0)) and len(f1) == 16
+    assert f1 != data_hash(load_dataset("nguyen_f2", data_seed=0)) != data_hash(load_dataset("nguyen_f2", data_seed=1))
+    assert data_hash(load_dataset("ikeda", data_seed=0, n_train=50, n_test=20)) != data_hash(load_dataset("ikeda", data_seed=0, n_train=50, n_test=20, transient=10))
+    monkeypatch.setattr(registry, "GENERATOR_VERSION", "kanx.data generators v2")
+    assert data_hash(load_dataset("nguyen_f1", data_seed=0)) != f1
+
+
+def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(tmp_path):
+    """Records written before data hashes (results/paper/concrete) stay valid while the data
+    file is the reference copy, and are refused when it is another copy."""
+    from kanx import records as R
+    from kanx.data.tabular import CONCRETE
+    from kanx.errors import ConfigError
+    from kanx.plan import sweep_jobs
+    from kanx.runner import prepare_jobs
+
+    shared = Path(__import__("os").environ.get("KANX_DATA_DIR", "/work/shared/data"))
+    if not (shared / "concrete.csv").is_file():
+        pytest.skip("no concrete.csv")
+    own = tmp_path / "own"
+    own.mkdir()
+    lines = (shared / "concrete.csv").read_text().splitlines()
+    first = lines[1].split(",")
+    first[-1] = f"{float(first[-1]) + 0.5:g}"  # one strength value changed, still in range
+    (own / "concrete.csv").write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    overrides = [f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", f"dataset.data_dir={shared}"]
+    (job,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
+    R.write_record(job.run_dir, {"status": "ok", "config_hash": job.config_hash, "config": job.container})  # no data_hash
+    (again,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
+    assert again.state.status == "done" and again.data_hash == CONCRETE.normalized_sha256[:16]
+    with pytest.raises(ConfigError, match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates data hashes\), [0-9a-f]{16} now"):
+        prepare_jobs(sweep_jobs("concrete", "E", [*overrides[:-1], f"dataset.data_dir={own}"]))

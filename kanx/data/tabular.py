@@ -129,7 +129,7 @@ def load_table(source: TableSource, path: Path, fmt: str) -> tuple[np.ndarray, d
     values = check_table(df, source, path)
     if digest != reference:
         log.info(f"{path}: not the reference copy (sha256 {digest[:12]}...), but it passed the row, column and range checks")
-    return values, {"file": str(path), "format": fmt, "sha256": digest, "reference_copy": digest == reference}
+    return values, {"file": str(path), "format": fmt, "sha256": digest, "reference_copy": digest == reference, "reference_sha256": reference}
 
 
 def _first_line(err: BaseException) -> str:
