@@ -91,6 +91,8 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         container.setdefault("model", {})["width"] = list(run.model.width)
         job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
         job.state = R.read_state(job.run_dir)
+        if job.state.problem:
+            log.warning(f"{job.state.problem}; the run trains again")
         if job.state.status in ("done", "failed") and not run.overwrite:
             _check_record(job, ds)
         jobs.append(job)
@@ -341,6 +343,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
+        (job.run_dir / R.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
         _save_torch(job.run_dir / R.MODEL, model_file(pack.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                                                       runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
         R.write_record(job.run_dir, rec)

@@ -22,6 +22,16 @@ class Planted:
         return (Path.touch, (self.marker,))
 
 
+def old_style_copy(finished: Path, run_dir: Path) -> Path:
+    """A copy of a finished run with an empty done marker, as written before done markers
+    held checksums (still accepted: they vouch for nothing)."""
+    run_dir.mkdir()
+    for name in ("record.json", "model.pt"):
+        (run_dir / name).write_bytes((finished / name).read_bytes())
+    (run_dir / "done").write_bytes(b"")
+    return run_dir
+
+
 def plant(path: Path, marker: Path) -> None:
     with open(path, "wb") as f:
         pickle.dump({"model": Planted(marker)}, f)
@@ -36,10 +46,7 @@ def finished(tmp_path_factory):
 
 
 def test_a_planted_model_pickle_is_refused_not_run(finished, tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    for name in ("record.json", "done"):
-        (run_dir / name).write_bytes((finished / name).read_bytes())
+    run_dir = old_style_copy(finished, tmp_path / "run")  # a done marker without checksums: the file gets unpickled
     marker = tmp_path / "pwned"
     plant(run_dir / "model.pt", marker)
     with pytest.raises(ValueError, match="pickled Python objects"):
@@ -67,10 +74,7 @@ def test_model_files_hold_plain_data_and_a_truncated_one_is_named(finished, tmp_
     assert saved["format"] == 2 and saved["condition"] == "EFX"
     run = kanx.load_run(finished)
     assert run.model.condition.name == "EFX" and run.scaling.input_scaling == "minmax"
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    for name in ("record.json", "done"):
-        (run_dir / name).write_bytes((finished / name).read_bytes())
+    run_dir = old_style_copy(finished, tmp_path / "run")
     (run_dir / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200])
     with pytest.raises(ValueError, match=r"model\.pt is unreadable or truncated"):
         kanx.load_run(run_dir)
@@ -152,10 +156,7 @@ def test_an_old_format_model_loads_without_unpickling_anything_else(finished, tm
     still loads, through the restricted unpickler with those three classes allow-listed."""
     from kanx.load import read_model_file
 
-    run_dir = tmp_path / "old"
-    run_dir.mkdir()
-    for name in ("record.json", "done"):
-        (run_dir / name).write_bytes((finished / name).read_bytes())
+    run_dir = old_style_copy(finished, tmp_path / "old")  # format-1 files predate checksummed done markers
     new = read_model_file(finished / "model.pt")
     old = {k: v for k, v in new.items() if k != "format"}  # KANSpec, Condition, Scaling objects
     torch.save(old, run_dir / "model.pt")
@@ -274,3 +275,43 @@ def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(
     assert again.state.status == "done" and again.data_hash == CONCRETE.normalized_sha256[:16]
     with pytest.raises(ConfigError, match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates data hashes\), [0-9a-f]{16} now"):
         prepare_jobs(sweep_jobs("concrete", "E", [*overrides[:-1], f"dataset.data_dir={own}"]))
+
+
+def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_again(finished, tmp_path):
+    import json
+    import shutil
+
+    from kanx import records as R
+
+    sums = json.loads((finished / "done").read_text())["sha256"]
+    assert sums == {name: R.sha256_of(finished / name) for name in ("record.json", "model.pt")}
+    for name, damage in (("model.pt", lambda b: b[:-10]), ("model.pt", lambda b: b[:-1] + bytes([b[-1] ^ 1])), ("record.json", lambda b: b.replace(b'"ok"', b'"OK"'))):
+        run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(finished, run_dir)
+        (run_dir / name).write_bytes(damage((run_dir / name).read_bytes()))
+        state = R.read_state(run_dir)
+        assert state.status == "new" and state.problem.startswith(f"{run_dir / name} is corrupt") and "\n" not in state.problem
+        with pytest.raises(ValueError, match=f"{name} is corrupt") as err:
+            kanx.load_run(run_dir)
+        assert err.value.__suppress_context__ or err.value.__context__ is None
+    run_dir = tmp_path / "gone"
+    shutil.copytree(finished, run_dir)
+    (run_dir / "model.pt").unlink()  # listed by the marker, gone
+    assert R.read_state(run_dir).problem == f"{run_dir / 'model.pt'} is missing (its done marker lists it)"
+    assert R.read_state(old_style_copy(finished, tmp_path / "old")).status == "done"  # no checksums: accepted
+
+
+def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(tmp_path):
+    import subprocess
+    import sys
+
+    cli("+condition=E", f"results_root={tmp_path}", *ARGS)
+    (model,) = tmp_path.rglob("model.pt")
+    model.write_bytes(model.read_bytes()[:300])
+    p = subprocess.run([sys.executable, "-m", "kanx.draw", str(model.parent), "--formats", "png"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == f"kanx.draw: error: {model} is corrupt: its sha256 differs from the one its done marker holds " \
+        "(changed or truncated since it was written); re-run the run to replace it", p.stderr
+    p = cli("+condition=E", f"results_root={tmp_path}", *ARGS)
+    out = p.stdout + p.stderr
+    assert f"{model} is corrupt" in out and ("[ok] " in out or "[collapsed] " in out), out[-2000:]
+    assert kanx.load_run(model.parent).model is not None
