@@ -169,13 +169,24 @@ def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = "
     return packs
 
 
+def check_machine(packs: Sequence[Sequence[Job]]) -> None:
+    """Before any training: every run folder writable, and every pack within the free
+    memory (kanx.checks). Raises ConfigError."""
+    from kanx.checks import check_memory, check_writable
+
+    check_writable([j.run_dir for pack in packs for j in pack])
+    check_memory(packs)
+
+
 def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep") -> list[dict]:
     """Run every job (skipping finished ones) and return the records of all of them."""
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     if len(todo) < len(jobs):
         log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
-    for pack in make_packs(todo, pack_size, group):
+    packs = make_packs(todo, pack_size, group)
+    check_machine(packs)
+    for pack in packs:
         train_pack(pack)
     return [R.read_state(j.run_dir).record for j in jobs]
 

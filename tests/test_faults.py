@@ -315,3 +315,57 @@ def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(
     out = p.stdout + p.stderr
     assert f"{model} is corrupt" in out and ("[ok] " in out or "[collapsed] " in out), out[-2000:]
     assert kanx.load_run(model.parent).model is not None
+
+
+def test_a_pack_too_big_for_memory_is_refused_before_compute_naming_what_to_lower(tmp_path):
+    import time
+
+    start = time.monotonic()
+    p = cli("+condition=E", "dataset=nguyen_f1", "model.width=[1,1000000,1]", f"results_root={tmp_path}", "-m", check=False)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and lines[-1].startswith("kanx: error: a pack of 40 run(s) of nguyen_f1 needs about"), p.stderr
+    assert "lower train.pack_size (now 70; this pack has 40 runs) or model.width=[1, 1000000, 1]" in lines[-1]
+    assert not list(tmp_path.iterdir()) and time.monotonic() - start < 60
+
+
+def test_memory_bound_counts_members_and_skips_an_unknown_free_memory(monkeypatch):
+    from kanx import checks
+    from kanx.checks import check_memory, pack_bytes
+    from kanx.errors import ConfigError
+    from kanx.plan import sweep_jobs
+    from kanx.runner import make_packs, prepare_jobs
+
+    jobs = prepare_jobs(sweep_jobs("sin_xy2", "E", ["results_root=/nonexistent", "seed=0,1"]))
+    (pack,) = make_packs(jobs)
+    one = pack_bytes([pack[0].run])
+    assert pack_bytes([j.run for j in pack]) == len(pack) * one and 0 < one < 2**30
+    check_memory([pack], available=len(pack) * one)  # fits exactly
+    width = list(pack[0].run.model.width)
+    with pytest.raises(ConfigError, match=rf"lower train.pack_size \(now 70; this pack has {len(pack)} runs\) or model.width=\{width}"):
+        check_memory([pack], available=len(pack) * one - 1)
+    with pytest.raises(ConfigError, match=rf"lower model.width=\{width} or train.batch_size"):
+        check_memory([pack[:1]], available=one - 1)
+    monkeypatch.setattr(checks, "available_bytes", lambda device: None)  # free memory unknown: no check
+    check_memory([pack])
+    monkeypatch.setattr(checks, "available_bytes", lambda device: one - 1)
+    with pytest.raises(ConfigError):
+        check_memory([pack])
+
+
+def test_an_unwritable_results_folder_is_refused_before_training(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    p = cli("+condition=E", f"results_root={blocker / 'results'}", *ARGS, "-m", check=False)
+    assert p.returncode == 2 and p.stderr.strip().startswith(f"kanx: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
+    assert p.stderr.strip().endswith("cannot be written: choose another results_root") and len(p.stderr.strip().splitlines()) == 1
+    import os
+
+    from kanx.checks import check_writable
+    from kanx.errors import ConfigError
+
+    readonly = tmp_path / "ro"
+    (readonly / "run").mkdir(parents=True)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != readonly / "run")  # root ignores chmod: stand in for it
+    check_writable([readonly / "new"])  # its results folder is writable
+    with pytest.raises(ConfigError, match=f"^{readonly / 'run'} is not writable by this user, so the results in {readonly / 'run'} cannot be written"):
+        check_writable([readonly / "run"])
