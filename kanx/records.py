@@ -77,13 +77,19 @@ def write_record(run_dir: Path, record: dict) -> Path:
     shared file system is then found (read_state) instead of being trusted."""
     run_dir = Path(run_dir)
     (run_dir / DONE).unlink(missing_ok=True)
-    data = json.dumps(finite_or_none(record), indent=1, sort_keys=False).encode()
-    atomic_write_bytes(run_dir / RECORD, data)
-    sums = {RECORD: hashlib.sha256(data).hexdigest()}
-    if record.get("status") != "failed" and (run_dir / MODEL).exists():
+    atomic_write_bytes(run_dir / RECORD, json.dumps(finite_or_none(record), indent=1, sort_keys=False).encode())
+    seal(run_dir, with_model=record.get("status") != "failed")
+    return run_dir / RECORD
+
+
+def seal(run_dir: Path, with_model: bool = True) -> None:
+    """Write the done marker with the checksums of record.json and model.pt as they are now
+    (also after a deliberate edit, such as hand-set gates saved back to model.pt)."""
+    run_dir = Path(run_dir)
+    sums = {RECORD: sha256_of(run_dir / RECORD)}
+    if with_model and (run_dir / MODEL).exists():
         sums[MODEL] = sha256_of(run_dir / MODEL)
     atomic_write_bytes(run_dir / DONE, json.dumps({"sha256": sums}).encode())
-    return run_dir / RECORD
 
 
 def integrity_problem(run_dir: Path) -> str | None:

@@ -57,6 +57,7 @@ def runs(tmp_path_factory):
     saved["model"]["alpha"] = alpha
     saved["model"]["exit_logits"] = torch.tensor([-5.0, -5.0, 5.0])  # the final exit
     torch.save(saved, hand / "model.pt")
+    R.seal(hand)  # a deliberate edit: the done marker's checksums follow it
     return {"EFX": efx, "Baseline": base, "hand": hand, "root": root}
 
 
