@@ -664,7 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--formats {args.formats!r}: choose from {','.join(FORMATS)}")
     try:
         run = _as_run(args.run_dir)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:  # no run there, or a corrupt or truncated file: one line naming it
         print(f"kanx.draw: error: {e}", file=sys.stderr)
         return 2
     fig = draw_run(run, show_closed=args.show_closed)

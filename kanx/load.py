@@ -95,6 +95,8 @@ def load_run(run_dir: str | Path) -> TrainedRun:
     """The record, the resolved config and the trained model of a finished run."""
     run_dir = Path(run_dir)
     state = R.read_state(run_dir)
+    if state.problem:
+        raise ValueError(f"{state.problem}; re-run the run to replace it")
     if state.record is None or not (run_dir / R.MODEL).exists():
         raise FileNotFoundError(f"{run_dir} holds no finished run (expected {R.RECORD}, {R.DONE} and {R.MODEL})")
     saved = read_model_file(run_dir / R.MODEL)

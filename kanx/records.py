@@ -10,6 +10,7 @@ A run directory holds
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -62,13 +63,51 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def write_record(run_dir: Path, record: dict) -> Path:
-    """Write record.json atomically, then the done marker."""
+    """Write record.json atomically, then the done marker, which holds the sha256 of the
+    record and (for a run that trained) of model.pt: a file changed or cut short on a
+    shared file system is then found (read_state) instead of being trusted."""
     run_dir = Path(run_dir)
     (run_dir / DONE).unlink(missing_ok=True)
     atomic_write_bytes(run_dir / RECORD, json.dumps(finite_or_none(record), indent=1, sort_keys=False).encode())
-    atomic_write_bytes(run_dir / DONE, b"")
+    seal(run_dir, with_model=record.get("status") != "failed")
     return run_dir / RECORD
+
+
+def seal(run_dir: Path, with_model: bool = True) -> None:
+    """Write the done marker with the checksums of record.json and model.pt as they are now
+    (also after a deliberate edit, such as hand-set gates saved back to model.pt)."""
+    run_dir = Path(run_dir)
+    sums = {RECORD: sha256_of(run_dir / RECORD)}
+    if with_model and (run_dir / MODEL).exists():
+        sums[MODEL] = sha256_of(run_dir / MODEL)
+    atomic_write_bytes(run_dir / DONE, json.dumps({"sha256": sums}).encode())
+
+
+def integrity_problem(run_dir: Path) -> str | None:
+    """What is wrong with a finished run's files, in one line, or None: a file whose sha256
+    differs from the one its done marker holds, or one it lists that is missing. A done
+    marker from before checksums (empty) vouches for nothing and is accepted."""
+    try:
+        text = (Path(run_dir) / DONE).read_text()
+        sums = json.loads(text).get("sha256", {}) if text.strip() else {}
+    except (OSError, ValueError, AttributeError):
+        return f"{Path(run_dir) / DONE} is unreadable (not the checksums kanx writes)"
+    for name, expected in sums.items():
+        path = Path(run_dir) / name
+        if not path.is_file():
+            return f"{path} is missing (its done marker lists it)"
+        if sha256_of(path) != expected:
+            return f"{path} is corrupt: its sha256 differs from the one its done marker holds (changed or truncated since it was written)"
+    return None
 
 
 def _alive(pid: int) -> bool:
@@ -144,17 +183,21 @@ class RunState:
     status: str  # "new", "done" (a complete record), "failed" (a complete failed record), "partial" (checkpoint only)
     config_hash: str | None = None
     record: dict | None = None
+    problem: str | None = None  # why a finished-looking run is not trusted (one line); it trains again
 
 
 def read_state(run_dir: Path) -> RunState:
     run_dir = Path(run_dir)
     if (run_dir / DONE).exists() and (run_dir / RECORD).exists():
-        try:
-            record = json.loads((run_dir / RECORD).read_text())
-        except (OSError, json.JSONDecodeError):
-            return RunState("new")  # a damaged record is redone
-        status = "failed" if record.get("status") == "failed" else "done"
-        return RunState(status, record.get("config_hash"), record)
+        problem = integrity_problem(run_dir)
+        if problem is None:
+            try:
+                record = json.loads((run_dir / RECORD).read_text())
+                status = "failed" if record.get("status") == "failed" else "done"
+                return RunState(status, record.get("config_hash"), record)
+            except (OSError, ValueError, AttributeError):
+                problem = f"{run_dir / RECORD} is unreadable (not a JSON record)"
+        return RunState("partial" if (run_dir / CHECKPOINT).exists() else "new", problem=problem)  # redone
     if (run_dir / CHECKPOINT).exists():
         return RunState("partial")
     return RunState("new")

@@ -51,6 +51,7 @@ class Job:
     run: RunConfig
     run_dir: Path
     config_hash: str
+    data_hash: str | None = None  # kanx.data.data_hash of its dataset: compared apart from config_hash
     state: R.RunState = field(default_factory=lambda: R.RunState("new"))
     resume_epoch: int = 0
 
@@ -74,7 +75,10 @@ def load_data(run: RunConfig):
 
 def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
     """Convert and check every job before any training: bad values, data files, widths, and
-    records left by a different config in the same directory. Raises ConfigError."""
+    records left by a different config or different data in the same directory. Raises
+    ConfigError."""
+    from kanx.data import data_hash
+
     jobs = []
     for cfg, run_dir in configs:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg
@@ -85,16 +89,38 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         check_against_data(run, ds.n_train)
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
         container.setdefault("model", {})["width"] = list(run.model.width)
-        job = Job(container, run, Path(run_dir), config_hash(container))
+        job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
         job.state = R.read_state(job.run_dir)
-        if job.state.status in ("done", "failed") and job.state.config_hash != job.config_hash and not run.overwrite:
-            diff = config_differences((job.state.record or {}).get("config") or {}, container)
-            raise ConfigError(
-                f"{job.run_dir} holds a record of a different config ({'; '.join(diff[:3]) or f'hash {job.state.config_hash}, this run {job.config_hash}'}"
-                f"{'; ...' if len(diff) > 3 else ''}): use another results_root, or overwrite=true to replace it"
-            )
+        if job.state.problem:
+            log.warning(f"{job.state.problem}; the run trains again")
+        if job.state.status in ("done", "failed") and not run.overwrite:
+            _check_record(job, ds)
         jobs.append(job)
     return jobs
+
+
+def _check_record(job: Job, ds) -> None:
+    """A finished record in the job's directory must be of this config and these data."""
+    record = job.state.record or {}
+    if job.state.config_hash != job.config_hash:
+        diff = config_differences(record.get("config") or {}, job.container)
+        _refuse(job, "a different config", diff or [f"hash {job.state.config_hash} there, {job.config_hash} now"])
+    recorded = record.get("data_hash")
+    if recorded is None:
+        # Written before records held a data hash: a file with a reference checksum must
+        # still be the reference copy; generated data were the same generator's.
+        reference = ds.provenance.get("reference_sha256")
+        if reference and not str(ds.provenance.get("sha256", "")).startswith(reference[:16]):
+            _refuse(job, "different data", [f"dataset data hash: {reference[:16]} there (the reference copy; the record predates data hashes), "
+                                            f"{job.data_hash} now ({ds.provenance.get('file')})"])
+    elif recorded != job.data_hash:
+        where = f" ({ds.provenance['file']})" if "file" in ds.provenance else ""
+        _refuse(job, "different data", [f"dataset data hash: {recorded} there, {job.data_hash} now{where}"])
+
+
+def _refuse(job: Job, what: str, diff: list[str]) -> None:
+    raise ConfigError(f"{job.run_dir} holds a record of {what} ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}): "
+                      "use another results_root, or overwrite=true to replace it")
 
 
 def pending(jobs: Sequence[Job]) -> list[Job]:
@@ -105,7 +131,7 @@ def pending(jobs: Sequence[Job]) -> list[Job]:
             continue
         if job.state.status == "partial" and not job.run.overwrite:
             ckpt = _load_checkpoint(job.run_dir)
-            if ckpt is not None and ckpt.get("config_hash") == job.config_hash:
+            if ckpt is not None and ckpt.get("config_hash") == job.config_hash and ckpt.get("data_hash", job.data_hash) == job.data_hash:
                 job.resume_epoch = ckpt["epoch"]
         todo.append(job)
     return todo
@@ -143,13 +169,24 @@ def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = "
     return packs
 
 
+def check_machine(packs: Sequence[Sequence[Job]]) -> None:
+    """Before any training: every run folder writable, and every pack within the free
+    memory (kanx.checks). Raises ConfigError."""
+    from kanx.checks import check_memory, check_writable
+
+    check_writable([j.run_dir for pack in packs for j in pack])
+    check_memory(packs)
+
+
 def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep") -> list[dict]:
     """Run every job (skipping finished ones) and return the records of all of them."""
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     if len(todo) < len(jobs):
         log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
-    for pack in make_packs(todo, pack_size, group):
+    packs = make_packs(todo, pack_size, group)
+    check_machine(packs)
+    for pack in packs:
         train_pack(pack)
     return [R.read_state(j.run_dir).record for j in jobs]
 
@@ -228,7 +265,7 @@ def save_active_checkpoint() -> int:
 
 def _write_checkpoints(jobs: Sequence[Job], pack: Pack, state: dict) -> None:
     for m, job in enumerate(jobs):
-        _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "epoch": state["epoch"], "state": pack.member_slice(state, m)})
+        _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"], "state": pack.member_slice(state, m)})
 
 
 def _duration(seconds: float) -> str:
@@ -317,6 +354,7 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
+        (job.run_dir / R.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
         _save_torch(job.run_dir / R.MODEL, model_file(pack.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                                                       runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
         R.write_record(job.run_dir, rec)
@@ -354,6 +392,7 @@ def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int 
         "versions": R.versions(),
         "git_commit": R.git_commit(),
         "config_hash": job.config_hash,
+        "data_hash": job.data_hash,  # the data's identity, checked apart from the config's (runner._check_record)
         "config": job.container,
         "error": None,
     }

@@ -30,6 +30,7 @@ def run(cfg: DictConfig) -> dict | None:
     try:
         record = run_jobs([(cfg, run_dir)])[0]
     except ConfigError as e:
+        discard_if_empty(run_dir, cfg.get("results_root"))
         fail(e)
     if record and record.get("status") == "failed":
         fail(f"the run failed; {run_dir / 'record.json'} holds the error", code=1)
@@ -43,8 +44,43 @@ def fail(error: Exception | str, code: int = 2) -> None:
     sys.exit(code)
 
 
+# What Hydra writes into a job or sweep folder before kanx sees the config: a folder that
+# holds nothing else was made by a command that stopped on bad input.
+_HYDRA_FILES = frozenset({".hydra", "multirun.yaml", "train.log"})
+
+
+def discard_if_empty(folder: Path, results_root=None) -> None:
+    """Remove a folder that holds only Hydra's files, then its parents left empty, up to
+    (not including) results_root: a rejected override leaves no folder named after it."""
+    import shutil
+
+    folder = Path(folder)
+    if not folder.is_dir() or not {p.name for p in folder.iterdir()} <= _HYDRA_FILES:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    root = Path(str(results_root)).resolve() if results_root is not None else None
+    for parent in folder.resolve().parents:
+        if root is None or parent == root or root not in parent.parents or any(parent.iterdir()):
+            break
+        parent.rmdir()
+
+
+def _beta_sweep_or_fail(*args) -> str:
+    """The beta_sweep resolver for the command line: Hydra resolves the sweep parameters
+    while it builds its sweeper, where a ConfigError would print as a long traceback."""
+    from kanx.config import beta_sweep
+
+    try:
+        return beta_sweep(*args)
+    except ConfigError as e:
+        fail(e)
+
+
 def main() -> None:
+    from omegaconf import OmegaConf
+
     register_resolvers()
+    OmegaConf.register_new_resolver("kanx.beta_sweep", _beta_sweep_or_fail, replace=True)
     hydra.main(config_path="../conf", config_name="config", version_base="1.3")(run)()
 
 

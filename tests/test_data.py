@@ -429,8 +429,20 @@ def test_a_users_own_copy_passes_the_checks(tmp_path):
 def test_data_folder_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("KANX_DATA_DIR", str(SHARED_DATA))
     assert load_dataset("concrete", data_seed=0).provenance["file"] == str(SHARED_DATA / "concrete.csv")
-    with pytest.raises(DataError, match="does not exist"):
+    with pytest.raises(DataError, match=r"from the option data_dir=.*missing\) does not exist; set dataset.data_dir"):
         load_dataset("concrete", data_seed=0, data_dir=tmp_path / "missing")
+
+
+def test_a_missing_kanx_data_dir_is_named_as_the_environment_variable(monkeypatch, tmp_path):
+    """conf/dataset/concrete.yaml passes ${oc.env:KANX_DATA_DIR} as the option data_dir: the
+    message still names the variable the user set, and its value."""
+    missing = str(tmp_path / "missing")
+    monkeypatch.setenv("KANX_DATA_DIR", missing)
+    for options in ({}, {"data_dir": missing}):
+        with pytest.raises(DataError) as err:
+            load_dataset("concrete", data_seed=0, **options)
+        assert f"from the environment variable KANX_DATA_DIR={missing}) does not exist" in str(err.value)
+        assert "set the environment variable KANX_DATA_DIR to" in str(err.value) and "option" not in str(err.value)
 
 
 # --------------------------------------------------------------------- official UCI files
@@ -561,6 +573,7 @@ def test_csv_trains_on_any_numeric_table(tmp_path):
         (CSV_LINES, {"target": "label", "features": ["label"]}, ConfigError, ["must not include the target"]),
         (["id,label", "a,1", "b,2", "c,3"], {"target": "label"}, DataError, ["no numeric column besides the target"]),
         (["a,b", '1,"2'], {"target": "a"}, DataError, ["cannot be read"]),
+        (["a,b,label"], {"target": "label"}, DataError, ["header row (a, b, label) but no rows of data"]),
     ],
 )
 def test_csv_errors_name_the_problem(tmp_path, lines, options, error, words):

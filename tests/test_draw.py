@@ -19,6 +19,7 @@ from hydra import compose, initialize_config_dir
 
 import kanx
 from kanx import draw
+from kanx import records as R
 from kanx.config import register_resolvers
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.structure import edge_roles, model_structure, trace
@@ -56,6 +57,7 @@ def runs(tmp_path_factory):
     saved["model"]["alpha"] = alpha
     saved["model"]["exit_logits"] = torch.tensor([-5.0, -5.0, 5.0])  # the final exit
     torch.save(saved, hand / "model.pt")
+    R.seal(hand)  # a deliberate edit: the done marker's checksums follow it
     return {"EFX": efx, "Baseline": base, "hand": hand, "root": root}
 
 
@@ -206,7 +208,7 @@ def test_median_runs_pick_the_median_seed_of_ok_runs(runs, tmp_path):
         rec = json.loads((dst / "record.json").read_text())
         rec.update(beta=beta, seed=seed, status=status)
         rec["metrics"]["test_rmse"] = rmse
-        (dst / "record.json").write_text(json.dumps(rec))
+        R.write_record(dst, rec)  # with the done marker's checksums, as kanx writes it
 
     for seed, rmse in [(0, 0.3), (1, 0.1), (2, 0.2)]:
         clone(runs["EFX"], "EFX", 0.2, seed, rmse)

@@ -22,6 +22,16 @@ class Planted:
         return (Path.touch, (self.marker,))
 
 
+def old_style_copy(finished: Path, run_dir: Path) -> Path:
+    """A copy of a finished run with an empty done marker, as written before done markers
+    held checksums (still accepted: they vouch for nothing)."""
+    run_dir.mkdir()
+    for name in ("record.json", "model.pt"):
+        (run_dir / name).write_bytes((finished / name).read_bytes())
+    (run_dir / "done").write_bytes(b"")
+    return run_dir
+
+
 def plant(path: Path, marker: Path) -> None:
     with open(path, "wb") as f:
         pickle.dump({"model": Planted(marker)}, f)
@@ -36,10 +46,7 @@ def finished(tmp_path_factory):
 
 
 def test_a_planted_model_pickle_is_refused_not_run(finished, tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    for name in ("record.json", "done"):
-        (run_dir / name).write_bytes((finished / name).read_bytes())
+    run_dir = old_style_copy(finished, tmp_path / "run")  # a done marker without checksums: the file gets unpickled
     marker = tmp_path / "pwned"
     plant(run_dir / "model.pt", marker)
     with pytest.raises(ValueError, match="pickled Python objects"):
@@ -67,10 +74,7 @@ def test_model_files_hold_plain_data_and_a_truncated_one_is_named(finished, tmp_
     assert saved["format"] == 2 and saved["condition"] == "EFX"
     run = kanx.load_run(finished)
     assert run.model.condition.name == "EFX" and run.scaling.input_scaling == "minmax"
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    for name in ("record.json", "done"):
-        (run_dir / name).write_bytes((finished / name).read_bytes())
+    run_dir = old_style_copy(finished, tmp_path / "run")
     (run_dir / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200])
     with pytest.raises(ValueError, match=r"model\.pt is unreadable or truncated"):
         kanx.load_run(run_dir)
@@ -152,10 +156,7 @@ def test_an_old_format_model_loads_without_unpickling_anything_else(finished, tm
     still loads, through the restricted unpickler with those three classes allow-listed."""
     from kanx.load import read_model_file
 
-    run_dir = tmp_path / "old"
-    run_dir.mkdir()
-    for name in ("record.json", "done"):
-        (run_dir / name).write_bytes((finished / name).read_bytes())
+    run_dir = old_style_copy(finished, tmp_path / "old")  # format-1 files predate checksummed done markers
     new = read_model_file(finished / "model.pt")
     old = {k: v for k, v in new.items() if k != "format"}  # KANSpec, Condition, Scaling objects
     torch.save(old, run_dir / "model.pt")
@@ -196,3 +197,175 @@ def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(t
     p = cli("+condition=E", f"results_root={tmp_path}", *[a for a in ARGS if a != "train.fc_warmup=1"], "train.fc_warmup=2",
             "hydra.sweep.dir=" + str(tmp_path / "s"), "hydra.run.dir=" + str(tmp_path / "s"), check=False)
     assert p.returncode == 2 and "train.fc_warmup: 1 there, 2 now" in p.stderr, p.stderr
+
+
+def test_an_empty_beta_list_is_one_line_and_a_rejected_override_leaves_no_folder(tmp_path):
+    p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "dataset.betas=[]", "-m", check=False)
+    assert p.returncode == 2 and p.stderr.strip() == "kanx: error: dataset.betas is empty: give at least one beta, e.g. dataset.betas=[0.0,0.01]", p.stderr
+    for extra in (["-m"], []):  # a sweep (multirun.yaml) and a single run (.hydra/, train.log)
+        p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", *extra, check=False)
+        assert p.returncode == 2 and "train.lr='abc' must be a number" in p.stderr, p.stderr
+        assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("not Hydra's")
+    cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", f"hydra.run.dir={kept}", check=False)
+    assert (kept / "notes.txt").exists() and (kept / ".hydra").exists()  # a folder holding anything else is left alone
+
+
+def _write_table(path: Path, change: float = 0.0) -> None:
+    rows = [f"{i / 100:.2f},{(i / 100) ** 2 + (change if i == 7 else 0.0):.4f}" for i in range(200)]
+    path.write_text("x,y\n" + "\n".join(rows) + "\n")
+
+
+def test_a_record_holds_its_data_hash_and_changed_data_stop_before_compute(tmp_path):
+    """The same command on a CSV with one value changed is refused, naming the data hashes
+    (the config hash is unchanged: the path is the same); overwrite=true replaces the run."""
+    from kanx.data import data_hash, load_dataset
+
+    table = tmp_path / "table.csv"
+    _write_table(table)
+    args = ["dataset=csv", f"dataset.path={table}", "dataset.target=y", "model.width=[1,2,1]", f"results_root={tmp_path / 'r'}", *ARGS]
+    cli(*args)
+    (first,) = records(tmp_path / "r")
+    assert first["data_hash"] == data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128, n_test=64))
+    _write_table(table, change=0.5)
+    p = cli(*args, check=False)
+    now = data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128, n_test=64))
+    assert p.returncode == 2 and f"dataset data hash: {first['data_hash']} there, {now} now ({table})" in p.stderr, p.stderr
+    assert "overwrite=true" in p.stderr and records(tmp_path / "r") == [first]  # nothing trained
+    cli(*args, "overwrite=true")
+    (second,) = records(tmp_path / "r")
+    assert second["data_hash"] == now and second["config_hash"] == first["config_hash"]
+
+
+def test_generated_data_are_identified_by_generator_version_and_parameters(monkeypatch):
+    from kanx.data import data_hash, load_dataset, registry
+
+    f1 = data_hash(load_dataset("nguyen_f1", data_seed=0))
+    assert f1 == data_hash(load_dataset("nguyen_f1", data_seed=0)) and len(f1) == 16
+    assert f1 != data_hash(load_dataset("nguyen_f2", data_seed=0)) != data_hash(load_dataset("nguyen_f2", data_seed=1))
+    assert data_hash(load_dataset("ikeda", data_seed=0, n_train=50, n_test=20)) != data_hash(load_dataset("ikeda", data_seed=0, n_train=50, n_test=20, transient=10))
+    monkeypatch.setattr(registry, "GENERATOR_VERSION", "kanx.data generators v2")
+    assert data_hash(load_dataset("nguyen_f1", data_seed=0)) != f1
+
+
+def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(tmp_path):
+    """Records written before data hashes (results/paper/concrete) stay valid while the data
+    file is the reference copy, and are refused when it is another copy."""
+    from kanx import records as R
+    from kanx.data.tabular import CONCRETE
+    from kanx.errors import ConfigError
+    from kanx.plan import sweep_jobs
+    from kanx.runner import prepare_jobs
+
+    shared = Path(__import__("os").environ.get("KANX_DATA_DIR", "/work/shared/data"))
+    if not (shared / "concrete.csv").is_file():
+        pytest.skip("no concrete.csv")
+    own = tmp_path / "own"
+    own.mkdir()
+    lines = (shared / "concrete.csv").read_text().splitlines()
+    first = lines[1].split(",")
+    first[-1] = f"{float(first[-1]) + 0.5:g}"  # one strength value changed, still in range
+    (own / "concrete.csv").write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    overrides = [f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", f"dataset.data_dir={shared}"]
+    (job,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
+    R.write_record(job.run_dir, {"status": "ok", "config_hash": job.config_hash, "config": job.container})  # no data_hash
+    (again,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
+    assert again.state.status == "done" and again.data_hash == CONCRETE.normalized_sha256[:16]
+    with pytest.raises(ConfigError, match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates data hashes\), [0-9a-f]{16} now"):
+        prepare_jobs(sweep_jobs("concrete", "E", [*overrides[:-1], f"dataset.data_dir={own}"]))
+
+
+def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_again(finished, tmp_path):
+    import json
+    import shutil
+
+    from kanx import records as R
+
+    sums = json.loads((finished / "done").read_text())["sha256"]
+    assert sums == {name: R.sha256_of(finished / name) for name in ("record.json", "model.pt")}
+    for name, damage in (("model.pt", lambda b: b[:-10]), ("model.pt", lambda b: b[:-1] + bytes([b[-1] ^ 1])), ("record.json", lambda b: b.replace(b'"ok"', b'"OK"'))):
+        run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(finished, run_dir)
+        (run_dir / name).write_bytes(damage((run_dir / name).read_bytes()))
+        state = R.read_state(run_dir)
+        assert state.status == "new" and state.problem.startswith(f"{run_dir / name} is corrupt") and "\n" not in state.problem
+        with pytest.raises(ValueError, match=f"{name} is corrupt") as err:
+            kanx.load_run(run_dir)
+        assert err.value.__suppress_context__ or err.value.__context__ is None
+    run_dir = tmp_path / "gone"
+    shutil.copytree(finished, run_dir)
+    (run_dir / "model.pt").unlink()  # listed by the marker, gone
+    assert R.read_state(run_dir).problem == f"{run_dir / 'model.pt'} is missing (its done marker lists it)"
+    assert R.read_state(old_style_copy(finished, tmp_path / "old")).status == "done"  # no checksums: accepted
+
+
+def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(tmp_path):
+    import subprocess
+    import sys
+
+    cli("+condition=E", f"results_root={tmp_path}", *ARGS)
+    (model,) = tmp_path.rglob("model.pt")
+    model.write_bytes(model.read_bytes()[:300])
+    p = subprocess.run([sys.executable, "-m", "kanx.draw", str(model.parent), "--formats", "png"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == f"kanx.draw: error: {model} is corrupt: its sha256 differs from the one its done marker holds " \
+        "(changed or truncated since it was written); re-run the run to replace it", p.stderr
+    p = cli("+condition=E", f"results_root={tmp_path}", *ARGS)
+    out = p.stdout + p.stderr
+    assert f"{model} is corrupt" in out and ("[ok] " in out or "[collapsed] " in out), out[-2000:]
+    assert kanx.load_run(model.parent).model is not None
+
+
+def test_a_pack_too_big_for_memory_is_refused_before_compute_naming_what_to_lower(tmp_path):
+    import time
+
+    start = time.monotonic()
+    p = cli("+condition=E", "dataset=nguyen_f1", "model.width=[1,1000000,1]", f"results_root={tmp_path}", "-m", check=False)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and lines[-1].startswith("kanx: error: a pack of 40 run(s) of nguyen_f1 needs about"), p.stderr
+    assert "lower train.pack_size (now 70; this pack has 40 runs) or model.width=[1, 1000000, 1]" in lines[-1]
+    assert not list(tmp_path.iterdir()) and time.monotonic() - start < 60
+
+
+def test_memory_bound_counts_members_and_skips_an_unknown_free_memory(monkeypatch):
+    from kanx import checks
+    from kanx.checks import check_memory, pack_bytes
+    from kanx.errors import ConfigError
+    from kanx.plan import sweep_jobs
+    from kanx.runner import make_packs, prepare_jobs
+
+    jobs = prepare_jobs(sweep_jobs("sin_xy2", "E", ["results_root=/nonexistent", "seed=0,1"]))
+    (pack,) = make_packs(jobs)
+    one = pack_bytes([pack[0].run])
+    assert pack_bytes([j.run for j in pack]) == len(pack) * one and 0 < one < 2**30
+    check_memory([pack], available=len(pack) * one)  # fits exactly
+    width = list(pack[0].run.model.width)
+    with pytest.raises(ConfigError, match=rf"lower train.pack_size \(now 70; this pack has {len(pack)} runs\) or model.width=\{width}"):
+        check_memory([pack], available=len(pack) * one - 1)
+    with pytest.raises(ConfigError, match=rf"lower model.width=\{width} or train.batch_size"):
+        check_memory([pack[:1]], available=one - 1)
+    monkeypatch.setattr(checks, "available_bytes", lambda device: None)  # free memory unknown: no check
+    check_memory([pack])
+    monkeypatch.setattr(checks, "available_bytes", lambda device: one - 1)
+    with pytest.raises(ConfigError):
+        check_memory([pack])
+
+
+def test_an_unwritable_results_folder_is_refused_before_training(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    p = cli("+condition=E", f"results_root={blocker / 'results'}", *ARGS, "-m", check=False)
+    assert p.returncode == 2 and p.stderr.strip().startswith(f"kanx: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
+    assert p.stderr.strip().endswith("cannot be written: choose another results_root") and len(p.stderr.strip().splitlines()) == 1
+    import os
+
+    from kanx.checks import check_writable
+    from kanx.errors import ConfigError
+
+    readonly = tmp_path / "ro"
+    (readonly / "run").mkdir(parents=True)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != readonly / "run")  # root ignores chmod: stand in for it
+    check_writable([readonly / "new"])  # its results folder is writable
+    with pytest.raises(ConfigError, match=f"^{readonly / 'run'} is not writable by this user, so the results in {readonly / 'run'} cannot be written"):
+        check_writable([readonly / "run"])

@@ -90,7 +90,7 @@ class PackedLauncher(Launcher):
         from kanx.errors import ConfigError
         from kanx.plan import stop_on_signals
         from kanx.runner import run_jobs
-        from kanx.train import fail
+        from kanx.train import discard_if_empty, fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
         stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop
@@ -98,6 +98,7 @@ class PackedLauncher(Launcher):
         try:
             records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group)
         except ConfigError as e:
+            discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)
         failed = [str(run_dir) for (_, run_dir, _), record in zip(jobs, records, strict=True) if record and record.get("status") == "failed"]
         if failed:  # recorded (a re-run retries them), but a script must see it

@@ -303,7 +303,7 @@ class SlurmLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from kanx.errors import ConfigError
         from kanx.runner import make_packs, prepare_jobs
-        from kanx.train import fail
+        from kanx.train import discard_if_empty, fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
         try:
@@ -311,6 +311,7 @@ class SlurmLauncher(Launcher):
             prepared = prepare_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs])
             _check_tools()
         except ConfigError as e:
+            discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)
         todo, busy = _left_to_submit(prepared)
         done = len(prepared) - len(todo) - len(busy)

@@ -24,6 +24,21 @@ ConfigStore.instance().store(group="hydra/sweeper", name="kanx_basic", node=Kanx
 
 
 class KanxSweeper(BasicSweeper):
+    def sweep(self, arguments):
+        """First check that the sweep folder can be written (BasicSweeper writes its
+        multirun.yaml there): one line naming the folder, not a traceback."""
+        from pathlib import Path
+
+        from kanx.checks import check_writable
+        from kanx.errors import ConfigError
+        from kanx.train import fail
+
+        try:
+            check_writable([Path(str(self.config.hydra.sweep.dir))])
+        except ConfigError as e:
+            fail(e)
+        return super().sweep(arguments)
+
     def validate_batch_is_legal(self, batch) -> None:
         if getattr(self.launcher, "validates_jobs", False):
             return  # the launcher composes and checks every job before any compute

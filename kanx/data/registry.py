@@ -7,6 +7,8 @@ points, initial conditions, splits) comes from `data_seed`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import numbers
 import os
 import re
@@ -206,3 +208,19 @@ def load_dataset(name: str, *, data_seed: int, loader: str | None = None, **opti
     if ds.dynamical:
         resolved["horizon"] = ds.horizon  # None resolved to the actual rollout length
     return replace(ds, options=resolved)
+
+
+# Part of every generated dataset's identity: raise it when a generator draws different data
+# for the same options and seed (a changed formula, integrator or sampling order), so that
+# records of the old draws are not taken for the new ones.
+GENERATOR_VERSION = "kanx.data generators v1"
+
+
+def data_hash(ds: Dataset) -> str:
+    """The identity of a dataset's content, 16 hex digits: a data file's sha256 (tabular
+    and CSV data), else a hash of what generated it (GENERATOR_VERSION, the generator's
+    parameters in ds.provenance, the options and the data seed)."""
+    if "sha256" in ds.provenance:
+        return str(ds.provenance["sha256"])[:16]
+    made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": ds.options, "data_seed": ds.data_seed}
+    return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:16]

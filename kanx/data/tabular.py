@@ -129,7 +129,7 @@ def load_table(source: TableSource, path: Path, fmt: str) -> tuple[np.ndarray, d
     values = check_table(df, source, path)
     if digest != reference:
         log.info(f"{path}: not the reference copy (sha256 {digest[:12]}...), but it passed the row, column and range checks")
-    return values, {"file": str(path), "format": fmt, "sha256": digest, "reference_copy": digest == reference}
+    return values, {"file": str(path), "format": fmt, "sha256": digest, "reference_copy": digest == reference, "reference_sha256": reference}
 
 
 def _first_line(err: BaseException) -> str:
@@ -226,14 +226,30 @@ def cache_dir() -> Path:
 
 def search_dirs(source: TableSource, data_dir: str | os.PathLike | None) -> list[Path]:
     """The data folder (option, else KANX_DATA_DIR) if any, then the cache."""
-    given, origin = (data_dir, "option data_dir") if data_dir is not None else (os.environ.get("KANX_DATA_DIR") or None, "KANX_DATA_DIR")
+    env = os.environ.get("KANX_DATA_DIR") or None
+    given = data_dir if data_dir is not None else env
     dirs = [cache_dir() / source.name]
     if given is not None:
         folder = Path(given).expanduser()
         if not folder.is_dir():
-            raise DataError(f"data folder {folder} (from {origin}) does not exist; set {origin} to the folder that holds {source.normalized_file} or {source.official_file}")
+            raise DataError(f"data folder {folder} ({_origin(data_dir, env)}) does not exist; set {_origin_key(data_dir, env)} to the folder that "
+                            f"holds {source.normalized_file} or {source.official_file}")
         dirs.insert(0, folder)
     return dirs
+
+
+def _from_env(data_dir, env: str | None) -> bool:
+    """Whether the folder came from KANX_DATA_DIR: unset option, or the option holding the
+    variable's value (conf/dataset/*.yaml pass ${oc.env:KANX_DATA_DIR} as data_dir)."""
+    return data_dir is None or (env is not None and str(data_dir) == env)
+
+
+def _origin(data_dir, env: str | None) -> str:
+    return f"from the environment variable KANX_DATA_DIR={env}" if _from_env(data_dir, env) else f"from the option data_dir={data_dir}"
+
+
+def _origin_key(data_dir, env: str | None) -> str:
+    return "the environment variable KANX_DATA_DIR" if _from_env(data_dir, env) else "dataset.data_dir"
 
 
 def locate(source: TableSource, data_dir: str | os.PathLike | None) -> tuple[Path, str]:
@@ -366,6 +382,8 @@ def make_csv(
     if not file.is_file():
         raise DataError(f"{file}: no such file (option path={path!r}); give the path to a CSV table with a header row")
     df = read_csv(file)
+    if len(df) == 0:  # else it reads as "no numeric column": an empty column holds no number
+        raise DataError(f"{file}: has a header row ({', '.join(map(str, df.columns))}) but no rows of data; add data rows below the header")
     targets = [target] if isinstance(target, str) else list(target)
     missing = [c for c in [*targets, *(features or [])] if c not in df.columns]
     if missing:

@@ -1,0 +1,109 @@
+"""Checks of the machine before any compute: can the results be written, and does a pack
+fit in memory. Both fail with a one-line ConfigError instead of an error hours later (a
+record that cannot be written) or a machine brought down by swapping."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from kanx.errors import ConfigError
+
+
+def check_writable(run_dirs: Sequence[Path]) -> None:
+    """Each run folder that exists, else its nearest existing parent (the results folder,
+    which training creates below), must be a folder this process can write to."""
+    checked: set[Path] = set()
+    for run_dir in run_dirs:
+        folder = Path(run_dir).absolute()
+        while not folder.exists() and folder.parent != folder:
+            folder = folder.parent
+        if folder in checked:
+            continue
+        checked.add(folder)
+        if not folder.is_dir():
+            raise ConfigError(f"{folder} is not a folder, so the results in {run_dir} cannot be written: choose another results_root")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"{folder} is not writable by this user, so the results in {run_dir} cannot be written: "
+                              "fix its permissions or choose another results_root")
+
+
+# Float32 copies of each parameter a training step holds: the parameter, its gradient, Adam's
+# two moments, and the gated weights the layer folds per step with their gradient.
+_PARAM_COPIES = 6
+# Per sample and layer input: silu(x), the C basis values and the Cox-de Boor recursion's
+# G + 2K intermediates, kept for the backward pass with their gradients (a rough upper bound).
+_ACTIVATION_COPIES = 3
+_BYTES = 4  # float32
+
+
+def stage_sizes(width: Sequence[int], forward: bool, exits: bool) -> list[tuple[int, int]]:
+    """(inputs, outputs) of each stage of a GatedKAN (kanx.kan.network): with forward
+    connections a stage sees all earlier layers; with exits every stage has a head."""
+    L, n_out = len(width) - 1, width[-1]
+    sizes = []
+    for k in range(L):
+        n_in = sum(width[: k + 1]) if forward else width[k]
+        trunk = width[k + 1] if k < L - 1 else 0
+        sizes.append((n_in, trunk + (n_out if (k == L - 1 or exits) else 0)))
+    return sizes
+
+
+def pack_bytes(runs: Sequence) -> int:
+    """A rough upper bound of the memory a pack of these runs (kanx.config.RunConfig, one
+    pack_key) takes in training: parameters, gradients and Adam state, and the activations
+    of a batch, for every member."""
+    r = runs[0]
+    forward, exits = any(x.condition.forward for x in runs), any(x.condition.exits for x in runs)  # the superset model
+    G, K = r.model.grid_size, r.model.spline_order
+    sizes = stage_sizes(r.model.width, forward, exits)
+    params = sum(i * o * (G + K + 3) for i, o in sizes)  # coef (C = G + K), scale_base, scale_sp, gate logit
+    batch = r.train.batch_size
+    activations = batch * sum(i * (1 + (G + K) + (G + 2 * K)) + o for i, o in sizes)
+    return len(runs) * _BYTES * (_PARAM_COPIES * params + _ACTIVATION_COPIES * activations)
+
+
+def available_bytes(device: str) -> int | None:
+    """Free memory of the device the packs train on: the GPU's, else the machine's
+    (psutil if installed, else /proc/meminfo); None when it cannot be told."""
+    import torch
+
+    from kanx.training import resolve_device
+
+    if resolve_device(device).type == "cuda":
+        return int(torch.cuda.mem_get_info()[0])
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(packs: Sequence[Sequence], available: int | None = None) -> None:
+    """Refuse a pack (a list of kanx.runner.Job) whose memory bound exceeds what is free,
+    naming what to lower. Skipped when the free memory is unknown."""
+    for pack in packs:
+        runs = [j.run for j in pack]
+        free = available_bytes(runs[0].device) if available is None else available
+        need = pack_bytes(runs)
+        if free is None or need <= free:
+            continue
+        width = list(runs[0].model.width)
+        lower = (f"lower train.pack_size (now {runs[0].train.pack_size}; this pack has {len(runs)} runs) or model.width={width}"
+                 if len(runs) > 1 else f"lower model.width={width} or train.batch_size={runs[0].train.batch_size}")
+        raise ConfigError(f"a pack of {len(runs)} run(s) of {runs[0].data.name} needs about {_size(need)} (parameters, Adam "
+                          f"state, activations of batch {runs[0].train.batch_size} x width {max(width)}), more than the "
+                          f"{_size(free)} available: {lower}")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
