@@ -29,6 +29,8 @@ _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_tar
 _NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas")
 # Keys added after records existed, with the value that reproduces the behaviour from before
 # them: left out of the hash while they hold it, so older records keep their identity.
+# model.grid_refit_points: records from before it refit on 256 order statistics (the default
+# then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
 _ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256}
 
 
@@ -252,7 +254,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         scale_base_sigma=_num(m.get("scale_base_sigma", 1.0), "model.scale_base_sigma"),
         grid_eps=_num(m.get("grid_eps", 0.02), "model.grid_eps"),
         grid_refit_rtol=_refit_rtol(m.get("grid_refit_rtol")),
-        grid_refit_points=_refit_points(m.get("grid_refit_points", 256), grid_size, order),
+        grid_refit_points=_refit_points(m.get("grid_refit_points", _ADDED_LATER["model.grid_refit_points"]), grid_size, order),
     )
     costs = Costs(_num(m.get("edge_cost", 1.0), "model.edge_cost"), _num(m.get("node_cost", 1.0), "model.node_cost"), _num(m.get("exit_cost", 1.0), "model.exit_cost"))
     _require(min(costs.edge, costs.node, costs.exit) >= 0, f"complexity costs must be >= 0, got {costs}")

@@ -39,7 +39,9 @@ from kanx.kan.objective import COMPLEXITY_SCALES, complexity_scale
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT.parent / "shared" / "calibration" / "concrete_published.csv"
-FACTORIAL = ROOT / "results" / "paper" / "concrete"
+# The Concrete factorial of docs/REPRODUCTION.md, run with the grid refit on 256 order statistics
+# (the default then); the calibration stages ran with it too.
+FACTORIAL = ROOT / "results" / "paper-refit256" / "concrete"
 SCREEN_BETAS = [0.001, 0.01, 0.1]
 N_TRAIN, BATCH = 824, 64
 SCALES = {s: complexity_scale(s, N_TRAIN, BATCH) / complexity_scale("mdl", N_TRAIN, BATCH) for s in COMPLEXITY_SCALES}  # relative to mdl
@@ -219,6 +221,8 @@ def report(a) -> int:
     text += inputs_section(results, pub)
     text += split_section(results, pub)
     text += refit_section(results, pub)
+    text += refit_points_section(results)
+    text += rollout_section(results)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     notes = ROOT / "docs" / "calibration-notes.md"
     if notes.exists():
@@ -251,7 +255,7 @@ def inputs_section(results: Path, pub: pd.DataFrame) -> list[str]:
         f"{s} {(gated[f'edges {s}'].clip(lower=1) / gated['edges paper']).map(math.log).abs().mean():.3f} "
         f"(depth off in {int((gated[f'depth {s}'] != gated['depth paper']).sum())})" for s in ("min-max", "standardized"))
     return ["## Input scaling at the factorial's protocol (10 seeds)", "",
-            "`python scripts/calibrate.py run minmax` against the factorial (`results/paper/concrete`); "
+            "`python scripts/calibrate.py run minmax` against the factorial (`results/paper-refit256/concrete`); "
             "cells that both have.", "", md(both[cols + ["seeds min-max", "seeds standardized"]], index=False), "",
             f"Over the {len(gated)} cells with beta > 0, mean |log(edges / edges paper)| and the number of cells whose "
             f"median depth differs from the paper's: {per_side}.", ""]
@@ -285,6 +289,57 @@ def refit_section(results: Path, pub: pd.DataFrame) -> list[str]:
             f"`run minmax` EF. Test RMSE in MPa; 'worse than the mean': runs whose test RMSE exceeds the targets' "
             f"standard deviation ({target_sd:.2f} MPa), i.e. worse than predicting a constant.", "",
             md(pd.DataFrame(rows), index=False), ""]
+
+
+def refit_points_section(results: Path) -> list[str]:
+    """Baseline test RMSE per seed with the grid refit on 256 order statistics or on all samples."""
+    root = results / "refit-points"
+    sides = [(d, "all samples (pykan)", usable_runs(root / d / "Baseline" / "model.grid_refit_points=null"))
+             for d in ("superconductor", "concrete")]
+    sides.insert(1, ("superconductor", "256 order statistics", usable_runs(root / "superconductor" / "Baseline" / "model.grid_refit_points=256")))
+    factorial = usable_runs(FACTORIAL / "Baseline")
+    if not factorial.empty:  # the factorial ran before the option, at 256
+        sides.append(("concrete", "256 order statistics (the factorial)", factorial[factorial["seed"] < 5]))
+    rows = []
+    for dataset, refit, df in sides:
+        if df.empty:
+            continue
+        df = df.sort_values("seed")
+        rows.append({"dataset": dataset, "refit": refit, "seeds": len(df), "train RMSE median": df["train_rmse"].median(),
+                     "test RMSE median": df["test_rmse"].median(), "test RMSE max": df["test_rmse"].max(),
+                     "test RMSE per seed": " ".join(f"{v:.1f}" for v in df["test_rmse"]),
+                     "edges": "/".join(str(int(v)) for v in sorted(df["contributing_edges"].unique()))})
+    if not rows:
+        return []
+    return ["## Grid refit on all samples or on 256 order statistics (Baseline, full protocol)", "",
+            "`python scripts/calibrate.py run refit-points` (Superconductor seeds 0-4 on all samples, 0-2 on 256; Concrete "
+            "seeds 0-4 on all samples) against the factorial's Concrete Baseline seeds 0-4 (refit on 256, the default when it "
+            "ran). Test RMSE in the data's units (K, MPa).", "", md(pd.DataFrame(rows), index=False), ""]
+
+
+def rollout_section(results: Path) -> list[str]:
+    """The multi-step RMSE under each rollout protocol, from scripts/rollout_probe.py's tables."""
+    probe = results / "rollout" / "probe"
+    if not (probe / "protocols.csv").exists():
+        return []
+    prot = pd.read_csv(probe / "protocols.csv")
+    curve = pd.read_csv(probe / "curve.csv")
+    prot["run"] = prot["condition"] + prot["beta"].map(lambda b: f" b={b:g}" if b else "") + " s" + prot["seed"].astype(str)
+    table = prot.pivot_table(index=["dataset", "protocol"], columns="run", values="rmse_raw", sort=False)
+    sat = prot.groupby("dataset")[["saturation_raw", "saturation_std"]].median()
+    one = prot.drop_duplicates("run").set_index("run")["one_step_rmse"]
+    steps = curve[curve["h"].isin([1, 2, 5, 10, 20, 50])]
+    steps = steps.assign(run=steps["condition"] + steps["beta"].map(lambda b: f" b={b:g}" if b else "") + " s" + steps["seed"].astype(str))
+    along = steps.pivot_table(index=["dataset", "h"], columns="run", values="rmse_std", sort=False)
+    return ["## Multi-step test RMSE of the dynamical systems: the rollout protocol", "",
+            "`python scripts/calibrate.py run rollout` (Ikeda Baseline and EX at beta 0.01, seeds 0-2, full protocol; the "
+            "records' own test RMSE is one rollout over the whole test segment), then `scripts/rollout_probe.py`, which "
+            f"free-runs each model from every test state. Figure: [{probe}/curve.png](../{probe}/curve.png).", "",
+            "One-step test RMSE (raw units): " + ", ".join(f"{r} {v:.2g}" for r, v in one.items()) + ".", "",
+            "Saturation of a free rollout, sqrt(2 var) of the test segment: " + ", ".join(
+                f"{d} {r.saturation_raw:.3g} raw ({r.saturation_std:.3g} standardized)" for d, r in sat.iterrows()) + ".", "",
+            "RMSE after h steps (standardized units, mean over every start):", "", md(along), "",
+            "The test RMSE each protocol records (raw units):", "", md(table), ""]
 
 
 def split_section(results: Path, pub: pd.DataFrame) -> list[str]:

@@ -49,7 +49,7 @@ class KANSpec:
     scale_base_sigma: float = 1.0
     grid_eps: float = 0.02
     grid_refit_rtol: float | None = None  # None: pykan's plain least-squares refit (see KANLayer.update_grid)
-    grid_refit_points: int | None = 256  # samples per input in the refit; None: all (pykan)
+    grid_refit_points: int | None = None  # samples per input in the refit; None: all (pykan)
     grid_range: tuple[float, float] = (-1.0, 1.0)
 
 
