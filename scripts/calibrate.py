@@ -109,6 +109,7 @@ def run(a) -> int:
         root, whole = f"results_root={a.results}/rollout", ["dataset.horizon=null", "dataset.n_rollouts=1"]
         train(["+condition=baseline", root, *whole, "seed=0,1,2"], "ikeda")
         train(["+condition=EX", root, *whole, "beta=0.01", "seed=0,1,2"], "ikeda")
+        train(["+condition=baseline", root, *whole, "seed=0,1,2"], "ecosystem")
         cmd = [sys.executable, str(ROOT / "scripts" / "rollout_probe.py"), f"{a.results}/rollout", "--out", f"{a.results}/rollout/probe"]
         print("+", " ".join(cmd[1:]), flush=True)
         subprocess.check_call(cmd)
@@ -332,7 +333,7 @@ def rollout_section(results: Path) -> list[str]:
     steps = steps.assign(run=steps["condition"] + steps["beta"].map(lambda b: f" b={b:g}" if b else "") + " s" + steps["seed"].astype(str))
     along = steps.pivot_table(index=["dataset", "h"], columns="run", values="rmse_std", sort=False)
     return ["## Multi-step test RMSE of the dynamical systems: the rollout protocol", "",
-            "`python scripts/calibrate.py run rollout` (Ikeda Baseline and EX at beta 0.01, seeds 0-2, full protocol; the "
+            "`python scripts/calibrate.py run rollout` (Ikeda Baseline and EX at beta 0.01, Ecosystem Baseline, seeds 0-2, full protocol; the "
             "records' own test RMSE is one rollout over the whole test segment), then `scripts/rollout_probe.py`, which "
             f"free-runs each model from every test state. Figure: [{probe}/curve.png](../{probe}/curve.png).", "",
             "One-step test RMSE (raw units): " + ", ".join(f"{r} {v:.2g}" for r, v in one.items()) + ".", "",
