@@ -2,7 +2,7 @@
 
     python -m kanx.analyze outputs/                                  # report at outputs/report.md
     python -m kanx.analyze outputs/ --out reports/ --formats png
-    python -m kanx.analyze outputs/ --curves                         # + training curves (metrics.csv)
+    python -m kanx.analyze outputs/ --curves [all]                   # + training curves (metrics.csv): per cell [and per run]
     python -m kanx.analyze outputs/ --published ../shared/calibration/concrete_published.csv \\
         --published-dataset concrete [--published-hv hv.csv] [--hv-tol 0.05]
 
@@ -65,8 +65,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--curves",
-        action="store_true",
-        help="also draw the training curves (metrics.csv): per (dataset, condition, beta) cell with its seeds overlaid, and per run (PNG, figures/curves/)",
+        nargs="?",
+        const="cells",
+        choices=("cells", "all"),
+        help="also draw the training curves (metrics.csv) as PNGs in figures/curves/: per (dataset, condition, beta) cell with its seeds "
+        "overlaid; `--curves all` also one per run (about 0.3 s a figure: thousands for the whole paper)",
     )
     parser.add_argument(
         "--draw",
@@ -93,30 +96,32 @@ CURVES_TEXT = """\
 From each run's metrics.csv (a row every `train.log_every` epochs): training loss, data loss, \
 L_C, open gates and, with X, the exit gate's pi and temperature tau_x. Per (dataset, condition, \
 beta) cell the seeds are overlaid (pi: each seed's probability of the exit it selects at the \
-end); per run every exit's pi is drawn. The dotted line marks the end of the warmup (the last logged epoch before beta is in force)."""
+end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks the end of the warmup (the last logged epoch before beta is in force)."""
 
 
-def append_curves(report: Path, runs, root: Path, out: Path) -> int:
+def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> int:
     """Draw the training curves (kanx.analyze.curves) as PNGs below ``out`` and list them in
-    the report; saved one at a time, since a full sweep has thousands. Returns the count."""
+    the report; saved one at a time, since the whole paper has thousands. Returns the count."""
     from .curves import curve_figures
     from .registry import group_label
     from .tables import format_beta
 
     lines, count, dataset_shown = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None
-    for c in curve_figures(runs, root):
+    for c in curve_figures(runs, root, per_run):
         path = out / f"{c.stem}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
-        c.figure.savefig(path, dpi=120)
+        c.figure.savefig(path, dpi=100)
         count += 1
         link = path.relative_to(out).as_posix()
         if c.seed is None:
             if c.dataset != dataset_shown:
                 lines += [*([""] if dataset_shown else []), f"**{group_label(c.dataset)}**", ""]
                 dataset_shown = c.dataset
-            lines.append(f"- {c.condition}, β = {format_beta(c.beta)}: [seeds overlaid]({link}) · runs:")
-        else:
-            lines[-1] += f" [seed {c.seed}]({link})"
+            lines.append(f"- {c.condition}, β = {format_beta(c.beta)}: [seeds overlaid]({link})")
+            first_run = True
+        else:  # the cell's runs follow it, on its line
+            lines[-1] += f"{' · runs:' if first_run else ''} [seed {c.seed}]({link})"
+            first_run = False
     if not count:
         lines.append("No run below the results root has a metrics.csv (runs from before kanx wrote training curves).")
     with report.open("a") as fh:
@@ -173,7 +178,7 @@ def main(argv=None) -> int:
     )
     report = write_artifacts(art, args.out or args.root, formats)
     if args.curves:
-        drawn = append_curves(Path(report), runs, args.root, args.out or args.root)
+        drawn = append_curves(Path(report), runs, args.root, args.out or args.root, per_run=args.curves == "all")
         print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
     if args.draw:
         append_model_drawings(Path(report), args.root, args.draw)

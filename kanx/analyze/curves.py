@@ -1,5 +1,5 @@
 """Training-curve figures from the runs' metrics.csv (written by kanx.curves during training):
-one figure per run, and one per (dataset, condition, beta) cell with its seeds overlaid.
+one per (dataset, condition, beta) cell with its seeds overlaid, and on request one per run.
 
 Panels, each where the file has its column: training loss, data loss, L_C, open gates, the
 exit gate's pi and its temperature tau_x. A dotted line marks the epoch where beta comes into
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from kanx.vocab import METRICS
 
@@ -82,7 +83,9 @@ def beta_onset(history: pd.DataFrame) -> float | None:
 def _layout(panels: list[tuple[str, str, bool]], title: str) -> tuple[Figure, list]:
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
-    fig = Figure(figsize=(3.6 * cols, 2.7 * rows + 0.5), layout="constrained")
+    fig = Figure(figsize=(3.6 * cols, 2.7 * rows + 0.5))
+    # Fixed margins: constrained layout would triple the time to save, and a sweep has thousands.
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.1, top=0.86, wspace=0.3, hspace=0.5)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[len(panels):]:
         ax.set_visible(False)
@@ -101,6 +104,8 @@ def _finish(ax, log: bool, onsets: list[float]) -> None:
     values = values[np.isfinite(values)]
     if log and len(values) and (values > 0).all() and values.max() >= 10 * values.min():
         ax.set_yscale("log")
+    if ax.get_title().startswith("open gates"):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of edges
     for epoch in sorted(set(onsets)):
         ax.axvline(epoch, color="0.5", ls=":", lw=0.9, zorder=0)
 
@@ -148,9 +153,10 @@ def _stem(dataset: str, condition: str, beta: float, seed: int | None = None) ->
     return f"{CURVES_DIR}/{dataset}/{condition}/{leaf}"
 
 
-def curve_figures(runs: pd.DataFrame, root: Path) -> Iterator[CurveFigure]:
-    """For every (dataset, condition, beta) cell with curves: its seeds overlaid, then each of
-    its runs. A generator, so the caller can save and drop one figure at a time."""
+def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False) -> Iterator[CurveFigure]:
+    """For every (dataset, condition, beta) cell with curves: its seeds overlaid, then, with
+    ``per_run``, each of its runs. A generator, so the caller can save and drop one figure at
+    a time."""
     used = runs[~runs["superseded"]]
     for (dataset, condition, beta), cell in used.groupby(["dataset", "condition", "beta"], sort=False):
         histories = {int(r.seed): h for r in cell.itertuples() if (h := read_history(root / Path(r.path).parent)) is not None}
@@ -159,5 +165,5 @@ def curve_figures(runs: pd.DataFrame, root: Path) -> Iterator[CurveFigure]:
         name = f"{group_label(dataset)}, {condition}, β = {format_beta(beta)}"
         yield CurveFigure(_stem(dataset, condition, beta), dataset, condition, beta, None,
                           cell_figure(histories, f"{name}: seeds {', '.join(map(str, sorted(histories)))}"))
-        for seed, h in sorted(histories.items()):
+        for seed, h in sorted(histories.items()) if per_run else ():
             yield CurveFigure(_stem(dataset, condition, beta, seed), dataset, condition, beta, seed, run_figure(h, f"{name}, seed {seed}"))
