@@ -58,18 +58,20 @@ def installed(tmp_path_factory) -> Path:
         else:
             shutil.copy2(ROOT / name, src / name)
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp / "dist"), str(src)], check=True, capture_output=True)
+    # --no-build-isolation: the installed setuptools (the `test` extra pins it) builds offline.
+    ok([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp / "dist"), str(src)], tmp)
     wheel = next((tmp / "dist").glob("kanx-*.whl"))
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    ok([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True, capture_output=True, text=True).stdout.strip()
+    purelib = ok([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], tmp).stdout.strip()
     Path(purelib, "kanx-test-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    subprocess.run([*pip, "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)], check=True, capture_output=True)
+    ok([*pip, "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)], tmp)
     return venv
 
 
-def in_venv(venv: Path, cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def ok(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in ``cwd`` outside this checkout's import path; it must exit 0."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"PYTHONUNBUFFERED": "1"}
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
@@ -80,7 +82,7 @@ def test_wheel_carries_the_configs_and_uses_them(installed, tmp_path):
     """The installed kanx is the wheel's, and it composes from its own kanx/conf (a copy of
     every YAML of conf/), not from this checkout."""
     probe = "import kanx, kanx.confdir as c; print(kanx.__file__); print(c.conf_dir())"
-    kanx_file, conf = in_venv(installed, [str(installed / "bin" / "python"), "-c", probe], tmp_path).stdout.split()
+    kanx_file, conf = ok([str(installed / "bin" / "python"), "-c", probe], tmp_path).stdout.split()
     assert Path(kanx_file).is_relative_to(installed) and Path(conf) == Path(kanx_file).parent / "conf"
     assert {p.relative_to(conf).as_posix() for p in Path(conf).rglob("*.yaml")} == {p.relative_to(ROOT / "conf").as_posix() for p in (ROOT / "conf").rglob("*.yaml") if "local" not in p.parts}
 
@@ -88,7 +90,7 @@ def test_wheel_carries_the_configs_and_uses_them(installed, tmp_path):
 @pytest.mark.parametrize("entry", ["kanx-train", "python -m kanx.train"])
 def test_installed_entry_points_run_a_sweep_outside_the_checkout(installed, tmp_path, entry):
     cmd = [str(installed / "bin" / "kanx-train")] if entry == "kanx-train" else [str(installed / "bin" / "python"), "-m", "kanx.train"]
-    p = in_venv(installed, [*cmd, *SWEEP, "results_root=res", "-m"], tmp_path)
+    p = ok([*cmd, *SWEEP, "results_root=res", "-m"], tmp_path)
     found = sorted(tmp_path.glob("res/sin_xy2/EFX/*/beta=0.1,seed=*/record.json"))
     assert [f.parent.name for f in found] == ["beta=0.1,seed=0", "beta=0.1,seed=1"], p.stdout + p.stderr
     assert all((f.parent / "done").exists() for f in found)
