@@ -25,10 +25,11 @@ from pathlib import Path
 import torch
 
 from kanx import records as R
+from kanx import vocab
 from kanx.kan.objective import complexity
 from kanx.training import Pack, Progress, beta_active, tau_x
 
-METRICS = "metrics.csv"
+METRICS = vocab.METRICS
 
 
 def default_every(epochs: int) -> int:

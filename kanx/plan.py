@@ -23,10 +23,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 
 log = logging.getLogger("kanx")
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 # Keys that vary between the members of a pack: jobs that differ only in these share one
 # composed config, copied and set per job (composing each job costs ~0.25 s).
 MEMBER_KEYS = ("beta", "seed")
@@ -50,10 +50,10 @@ def with_members(cfg, member: Sequence):
     return cfg
 
 
-def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = (), conf_dir: Path = CONF_DIR) -> list[tuple[object, Path]]:
+def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = ()) -> list[tuple[object, Path]]:
     """(composed config, run directory) of every job of
     `python -m kanx.train +condition=CONDITION dataset=DATASET OVERRIDES -m`."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -63,7 +63,7 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = (), conf
     base = [f"+condition={condition}", f"dataset={dataset}", *overrides]
     fixed = [o.input_line for o in parser.parse_overrides(base) if not o.is_sweep_override()]
     jobs = []
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+    with initialize_conf():
         primary = compose("config", overrides=fixed, return_hydra_config=True)
         given = {o.key_or_group for o in parser.parse_overrides(base)}
         params = [f"{k}={primary.hydra.sweeper.params[k]}" for k in primary.hydra.sweeper.params if k not in given]

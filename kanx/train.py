@@ -2,8 +2,9 @@
 
     python -m kanx.train                                   # sin(x + y^2), baseline, one run
     python -m kanx.train +condition=EFX dataset=concrete -m  # 7 betas x 10 seeds, packed
+    kanx-train +condition=EFX dataset=concrete -m            # the same, as the installed console script
 
-Hydra composes conf/config.yaml, the dataset (the paper's hyperparameters) and the
+Hydra composes conf/config.yaml (kanx.confdir: the checkout's conf/, or the installed kanx.conf), the dataset (the paper's hyperparameters) and the
 condition; `-m` sweeps hydra.sweeper.params (beta list, seeds 0-9) through the launcher
 (`launcher=packed` by default, `basic`, or `slurm`). This module only converts config and
 hands the jobs to kanx.runner; everything else is plain functions.
@@ -18,6 +19,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from kanx.confdir import conf_dir
 from kanx.config import register_resolvers
 from kanx.errors import ConfigError
 
@@ -81,7 +83,7 @@ def main() -> None:
 
     register_resolvers()
     OmegaConf.register_new_resolver("kanx.beta_sweep", _beta_sweep_or_fail, replace=True)
-    hydra.main(config_path="../conf", config_name="config", version_base="1.3")(run)()
+    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(run)()
 
 
 if __name__ == "__main__":

@@ -48,3 +48,4 @@ SCHEMA_VERSION = 1
 # resumable state while the run is unfinished.
 RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
 LOCK = "lock"  # held (host and pid inside) while a process trains the run
+METRICS = "metrics.csv"  # training curves (kanx.curves writes them, kanx.analyze --curves draws them)

@@ -123,7 +123,9 @@ def current_defaults() -> dict[str, str]:
     """The settled choices as conf/ composes them for Concrete."""
     from omegaconf import OmegaConf
 
-    conf = OmegaConf.merge(OmegaConf.load(ROOT / "conf" / "config.yaml"), OmegaConf.load(ROOT / "conf" / "dataset" / "concrete.yaml"))
+    from kanx.confdir import conf_dir
+
+    conf = OmegaConf.merge(OmegaConf.load(conf_dir() / "config.yaml"), OmegaConf.load(conf_dir() / "dataset" / "concrete.yaml"))
     data_seed = conf.dataset.data_seed
     return {"train.complexity_scale": conf.train.complexity_scale,
             "dataset.standardize_targets": str(conf.dataset.standardize_targets).lower(),

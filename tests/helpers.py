@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import compose
 
+from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 from kanx.training import Pack
 
@@ -72,5 +73,5 @@ def records(root: Path) -> list[dict]:
 def composed(*overrides, hydra=False):
     """The config `python -m kanx.train OVERRIDES` composes."""
     register_resolvers()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_conf():
         return compose("config", overrides=list(overrides), return_hydra_config=hydra)

@@ -59,3 +59,34 @@ def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
     assert run_plan(run_dirs(tmp_path / "straight", "E", betas="0.1")) == 0
     straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv")))
     pd.testing.assert_frame_equal(resumed.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
+
+
+def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
+    """`python -m kanx.analyze ROOT --curves` on a tiny sweep: a PNG per (dataset, condition,
+    beta) cell with its seeds overlaid (`--curves all`: and one per run), each linked from
+    report.md; the panels follow the columns each condition has (exit pi and tau_x only with X)."""
+    import re
+
+    from kanx.analyze.__main__ import main
+    from kanx.analyze.curves import beta_onset, curve_figures, read_history
+    from kanx.analyze.records import load_runs
+
+    configs = run_dirs(tmp_path, "EFX", seeds="0,1", betas="0.1") + run_dirs(tmp_path, "baseline", seeds="0,1", betas="0.0")
+    assert run_plan(configs, group="all") == 0
+    curves = tmp_path / "figures" / "curves" / "sin_xy2"
+    assert main([str(tmp_path), "--curves", "--formats", "png"]) == 0
+    assert {p.relative_to(curves).as_posix() for p in curves.rglob("*.png")} == {"EFX/beta=0.1.png", "Baseline/beta=0.png"}
+    assert main([str(tmp_path), "--curves", "all", "--formats", "png"]) == 0
+    expected = {f"{c}/beta={b}{s}.png" for c, b in (("EFX", "0.1"), ("Baseline", "0")) for s in ("", ",seed=0", ",seed=1")}
+    assert {p.relative_to(curves).as_posix() for p in curves.rglob("*.png")} == expected
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in curves.rglob("*.png"))
+    report = (tmp_path / "report.md").read_text()
+    links = [link for link in re.findall(r"\]\(([^)]+)\)", report) if link.startswith("figures/curves/")]
+    assert sorted(links) == sorted(f"figures/curves/sin_xy2/{e}" for e in expected)
+
+    figures = curve_figures(load_runs(tmp_path), tmp_path, per_run=True)
+    titles = {(c.condition, c.seed): [ax.get_title() for ax in c.figure.axes if ax.get_visible()] for c in figures}
+    assert titles[("EFX", None)] == titles[("EFX", 0)] == ["training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
+    assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
+    assert beta_onset(read_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
+    assert beta_onset(read_history(configs[-1][1])) is None  # Baseline: beta stays 0

@@ -15,11 +15,12 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import compose
 
 import kanx
 from kanx import draw
 from kanx import records as R
+from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.structure import edge_roles, model_structure, trace
@@ -32,7 +33,7 @@ TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train
 
 def _train(run_dir: Path, *overrides) -> Path:
     register_resolvers()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_conf():
         cfg = compose("config", overrides=[*TOY, *overrides])
     run_jobs([(cfg, run_dir)])
     return run_dir

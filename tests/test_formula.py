@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 import sympy as sp
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import compose
 
 import kanx
 from kanx import formula as FX
 from kanx import records as R
+from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 from kanx.data import Scaling
 from kanx.kan.network import Condition, GatedKAN, KANSpec
@@ -249,7 +250,7 @@ def test_tolerance_keeps_a_poorly_fitted_edge_numeric():
 
 def _train_toy(run_dir: Path, *overrides) -> Path:
     register_resolvers()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_conf():
         cfg = compose("config", overrides=["dataset.n_train=256", "dataset.n_test=128", "train.batch_size=64", "train.compile=false",
                                            "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "device=cpu", *overrides])
     run_jobs([(cfg, run_dir)])

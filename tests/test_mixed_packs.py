@@ -3,7 +3,7 @@ on the superset architecture, each following the trajectory of the same run trai
 
 import pytest
 import torch
-from helpers import ROOT, toy_data, trained
+from helpers import toy_data, trained
 
 from kanx.config import DataConfig, RunConfig, TrainConfig
 from kanx.kan.network import Condition, GatedKAN, KANSpec
@@ -99,8 +99,9 @@ def test_members_without_gates_keep_them_frozen_open():
 def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group):
     """Through the runner: Nguyen F1 and F2 (same shapes and protocol) packed together give
     the records of the same runs packed per dataset."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
 
+    from kanx.confdir import initialize_conf
     from kanx.config import register_resolvers
     from kanx.runner import make_packs, pending, prepare_jobs, run_jobs
 
@@ -110,7 +111,7 @@ def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group)
 
     def configs(root, conditions=("E", "FX")):
         out = []
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        with initialize_conf():
             for d in ("nguyen_f1", "nguyen_f2"):
                 for c in conditions:
                     for seed, beta in ((0, 0.01), (1, 0.1)):

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import compose
 
 from hydra_plugins.kanx_launcher.slurm_launcher import JOB_MARKER, PackTask, _reason, in_flight
+from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +33,7 @@ SHORT = ["+condition=EFX", "dataset=sin_xy2", "train.warmup=1", "train.fc_warmup
 
 def composed(*overrides):
     register_resolvers()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_conf():
         return compose("config", overrides=list(overrides), return_hydra_config=True)
 
 

@@ -1,12 +1,11 @@
 """kanx.vocab owns the shared names: every other place that lists them must agree with it."""
 
-from pathlib import Path
-
 import yaml
 
 from kanx import vocab
+from kanx.confdir import conf_dir
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = conf_dir()
 
 
 def test_condition_files_are_the_factorial():

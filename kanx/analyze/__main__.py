@@ -2,6 +2,7 @@
 
     python -m kanx.analyze outputs/                                  # report at outputs/report.md
     python -m kanx.analyze outputs/ --out reports/ --formats png
+    python -m kanx.analyze outputs/ --curves [all]                   # + training curves (metrics.csv): per cell [and per run]
     python -m kanx.analyze outputs/ --published ../shared/calibration/concrete_published.csv \\
         --published-dataset concrete [--published-hv hv.csv] [--hv-tol 0.05]
 
@@ -63,6 +64,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="tolerance on normalized HV (default: %(default)s)",
     )
     parser.add_argument(
+        "--curves",
+        nargs="?",
+        const="cells",
+        choices=("cells", "all"),
+        help="also draw the training curves (metrics.csv) as PNGs in figures/curves/: per (dataset, condition, beta) cell with its seeds "
+        "overlaid; `--curves all` also one per run (about 0.3 s a figure: thousands for the whole paper)",
+    )
+    parser.add_argument(
         "--draw",
         metavar="DATASET",
         help="also draw the median-seed model of each condition of DATASET into the report (needs the saved models)",
@@ -81,6 +90,43 @@ def append_model_drawings(report: Path, root: Path, dataset: str) -> None:
     lines += [f"- [{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files if not f.stem.endswith("median_models")]
     with report.open("a") as fh:
         fh.write("\n".join(lines) + "\n")
+
+
+CURVES_TEXT = """\
+From each run's metrics.csv (a row every `train.log_every` epochs): training loss, data loss, \
+L_C, open gates and, with X, the exit gate's pi and temperature tau_x. Per (dataset, condition, \
+beta) cell the seeds are overlaid (pi: each seed's probability of the exit it selects at the \
+end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks the end of the warmup (the last logged epoch before beta is in force)."""
+
+
+def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> int:
+    """Draw the training curves (kanx.analyze.curves) as PNGs below ``out`` and list them in
+    the report; saved one at a time, since the whole paper has thousands. Returns the count."""
+    from .curves import curve_figures
+    from .registry import group_label
+    from .tables import format_beta
+
+    lines, count, dataset_shown = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None
+    for c in curve_figures(runs, root, per_run):
+        path = out / f"{c.stem}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        c.figure.savefig(path, dpi=100)
+        count += 1
+        link = path.relative_to(out).as_posix()
+        if c.seed is None:
+            if c.dataset != dataset_shown:
+                lines += [*([""] if dataset_shown else []), f"**{group_label(c.dataset)}**", ""]
+                dataset_shown = c.dataset
+            lines.append(f"- {c.condition}, β = {format_beta(c.beta)}: [seeds overlaid]({link})")
+            first_run = True
+        else:  # the cell's runs follow it, on its line
+            lines[-1] += f"{' · runs:' if first_run else ''} [seed {c.seed}]({link})"
+            first_run = False
+    if not count:
+        lines.append("No run below the results root has a metrics.csv (runs from before kanx wrote training curves).")
+    with report.open("a") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return count
 
 
 def main(argv=None) -> int:
@@ -131,6 +177,9 @@ def main(argv=None) -> int:
         hv_tol=args.hv_tol,
     )
     report = write_artifacts(art, args.out or args.root, formats)
+    if args.curves:
+        drawn = append_curves(Path(report), runs, args.root, args.out or args.root, per_run=args.curves == "all")
+        print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
     if args.draw:
         append_model_drawings(Path(report), args.root, args.draw)
     print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker or unreadable)")

@@ -1,0 +1,169 @@
+"""Training-curve figures from the runs' metrics.csv (written by kanx.curves during training):
+one per (dataset, condition, beta) cell with its seeds overlaid, and on request one per run.
+
+Panels, each where the file has its column: training loss, data loss, L_C, open gates, the
+exit gate's pi and its temperature tau_x. A dotted line marks the epoch where beta comes into
+force (the end of the warmup). Only CSV is read here (no torch), like the rest of the analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from kanx.vocab import METRICS
+
+from .registry import group_label
+from .tables import format_beta
+
+# (column, panel title, log-scaled y); "pi" stands for the columns pi_0 .. pi_{L-1}.
+PANELS: tuple[tuple[str, str, bool], ...] = (
+    ("loss", "training loss", True),
+    ("data_loss", "data loss", True),
+    ("lc", "$L_C$", False),
+    ("open_gates", "open gates (edges)", False),
+    ("pi", "exit gate $\\pi$", False),
+    ("tau_x", "exit temperature $\\tau_x$", True),
+)
+CURVES_DIR = "figures/curves"
+
+
+@dataclass(frozen=True)
+class CurveFigure:
+    """A figure to save at ``stem``.png: a cell's seeds overlaid (seed None) or one run."""
+
+    stem: str
+    dataset: str
+    condition: str
+    beta: float
+    seed: int | None
+    figure: Figure
+
+
+def read_history(run_dir: Path) -> pd.DataFrame | None:
+    """A run's metrics.csv, or None where there is none (runs from before the curves) or it
+    has no rows."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return None
+    history = pd.read_csv(path)
+    return history if len(history) else None
+
+
+def pi_columns(history: pd.DataFrame) -> list[str]:
+    return sorted((c for c in history.columns if c.startswith("pi_")), key=lambda c: int(c.split("_")[1]))
+
+
+def has_panel(history: pd.DataFrame, column: str) -> bool:
+    if column == "pi":
+        return bool(pi_columns(history))
+    return column in history.columns and history[column].notna().any()
+
+
+def beta_onset(history: pd.DataFrame) -> float | None:
+    """The last logged epoch before beta comes into force: the warmup's end where every epoch
+    is logged (rows are epochs finished); 0 without a warmup; None where beta stays 0
+    (Baseline and F)."""
+    if "beta" not in history.columns:
+        return None
+    on = (history["beta"] > 0).to_numpy()
+    if not on.any():
+        return None
+    first = int(on.argmax())
+    return float(history["epoch"].iloc[first - 1]) if first else 0.0
+
+
+def _layout(panels: list[tuple[str, str, bool]], title: str) -> tuple[Figure, list]:
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = Figure(figsize=(3.6 * cols, 2.7 * rows + 0.5))
+    # Fixed margins: constrained layout would triple the time to save, and a sweep has thousands.
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.1, top=0.86, wspace=0.3, hspace=0.5)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, (_, label, _) in zip(axes, panels, strict=False):
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("epoch", fontsize=9)
+        ax.tick_params(labelsize=8)
+    fig.suptitle(title, fontsize=11)
+    return fig, list(axes[: len(panels)])
+
+
+def _finish(ax, log: bool, onsets: list[float]) -> None:
+    """Log scale where asked, every plotted value is positive and they span a decade (a
+    narrower range reads better on a linear axis); the beta onsets marked."""
+    values = np.concatenate([line.get_ydata() for line in ax.get_lines()]) if ax.get_lines() else np.array([])
+    values = values[np.isfinite(values)]
+    if log and len(values) and (values > 0).all() and values.max() >= 10 * values.min():
+        ax.set_yscale("log")
+    if ax.get_title().startswith("open gates"):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of edges
+    for epoch in sorted(set(onsets)):
+        ax.axvline(epoch, color="0.5", ls=":", lw=0.9, zorder=0)
+
+
+def run_figure(history: pd.DataFrame, title: str) -> Figure:
+    """Every panel of one run; the pi panel has a line per exit."""
+    panels = [p for p in PANELS if has_panel(history, p[0])]
+    fig, axes = _layout(panels, title)
+    onset = beta_onset(history)
+    for ax, (column, _, log) in zip(axes, panels, strict=True):
+        if column == "pi":
+            for k, c in enumerate(pi_columns(history)):
+                ax.plot(history["epoch"], history[c], lw=1.2, label=f"exit {k}")
+            ax.set_ylim(-0.02, 1.02)
+            ax.legend(fontsize=7, loc="best")
+        else:
+            ax.plot(history["epoch"], history[column], lw=1.2, color="C0", drawstyle="steps-post" if column == "open_gates" else "default")
+        _finish(ax, log, [onset] if onset is not None else [])
+    return fig
+
+
+def cell_figure(histories: Mapping[int, pd.DataFrame], title: str) -> Figure:
+    """The seeds of one cell overlaid, a colour per seed; the pi panel shows each seed's pi of
+    the exit it selects at the end (how sure its exit gate becomes)."""
+    panels = [p for p in PANELS if any(has_panel(h, p[0]) for h in histories.values())]
+    fig, axes = _layout(panels, title)
+    cmap = colormaps["tab10"]
+    onsets = [o for o in map(beta_onset, histories.values()) if o is not None]
+    for ax, (column, _, log) in zip(axes, panels, strict=True):
+        for i, (seed, h) in enumerate(sorted(histories.items())):
+            if not has_panel(h, column):
+                continue
+            y = h[f"pi_{int(h['exit'].iloc[-1])}"] if column == "pi" else h[column]
+            ax.plot(h["epoch"], y, lw=1.0, alpha=0.85, color=cmap(i % 10), label=f"seed {seed}",
+                    drawstyle="steps-post" if column == "open_gates" else "default")
+        if column == "pi":
+            ax.set_ylim(-0.02, 1.02)
+        _finish(ax, log, onsets)
+    axes[0].legend(fontsize=7, loc="best", ncols=2 if len(histories) > 5 else 1)
+    return fig
+
+
+def _stem(dataset: str, condition: str, beta: float, seed: int | None = None) -> str:
+    leaf = f"beta={format_beta(beta)}" + ("" if seed is None else f",seed={seed}")
+    return f"{CURVES_DIR}/{dataset}/{condition}/{leaf}"
+
+
+def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False) -> Iterator[CurveFigure]:
+    """For every (dataset, condition, beta) cell with curves: its seeds overlaid, then, with
+    ``per_run``, each of its runs. A generator, so the caller can save and drop one figure at
+    a time."""
+    used = runs[~runs["superseded"]]
+    for (dataset, condition, beta), cell in used.groupby(["dataset", "condition", "beta"], sort=False):
+        histories = {int(r.seed): h for r in cell.itertuples() if (h := read_history(root / Path(r.path).parent)) is not None}
+        if not histories:
+            continue
+        name = f"{group_label(dataset)}, {condition}, β = {format_beta(beta)}"
+        yield CurveFigure(_stem(dataset, condition, beta), dataset, condition, beta, None,
+                          cell_figure(histories, f"{name}: seeds {', '.join(map(str, sorted(histories)))}"))
+        for seed, h in sorted(histories.items()) if per_run else ():
+            yield CurveFigure(_stem(dataset, condition, beta, seed), dataset, condition, beta, seed, run_figure(h, f"{name}, seed {seed}"))
