@@ -267,6 +267,10 @@ def test_rollouts_start_evenly_and_tile_the_test_segment():
     ds = load("ikeda", n_rollouts=3, horizon=100)
     assert ds.rollout_starts == (0, 750, 1500)
     assert load("ikeda").rollout_starts == (0,) and load("ikeda").horizon == 1600
+    ds = load("ikeda", horizon=10)  # n_rollouts unset: rollouts of 10 steps tile the segment
+    assert ds.horizon == 10 and ds.rollout_starts == tuple(range(0, 1600, 10))
+    ds = load("ikeda", horizon=7)  # 228 rollouts of 7: the last ends at most 6 states early
+    assert len(ds.rollout_starts) == 1600 // 7 and ds.rollout_starts[-1] == 1600 - 7
 
 
 def test_non_finite_predictions_give_nan_for_that_member_only():

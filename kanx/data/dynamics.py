@@ -128,12 +128,15 @@ def food_chain_trajectory(
 
 
 # -------------------------------------------------------------------------- rollouts
-def rollout_plan(name: str, n_test: int, horizon: int | None, n_rollouts: int) -> tuple[int, tuple[int, ...]]:
+def rollout_plan(name: str, n_test: int, horizon: int | None, n_rollouts: int | None) -> tuple[int, tuple[int, ...]]:
     """The rollout length and its evenly spaced start indices in the test segment.
 
-    Default horizon: the whole test segment for one rollout, else n_test // n_rollouts
-    (so the rollouts tile the segment). Starts run evenly from 0 to n_test - horizon.
+    Default horizon: the whole test segment for one rollout, else n_test // n_rollouts;
+    default n_rollouts: n_test // horizon. Either way the rollouts tile the segment (neither
+    set: one rollout over all of it). Starts run evenly from 0 to n_test - horizon.
     """
+    if n_rollouts is None:
+        n_rollouts = 1 if horizon is None or horizon > n_test else max(1, n_test // horizon)
     if horizon is None:
         horizon = max(1, n_test // n_rollouts)
     last = n_test - horizon  # the latest start that still fits the horizon
@@ -184,7 +187,7 @@ def _one_step_pairs(
 
 
 def make_ikeda(
-    name: str, data_seed: int, n_train: int, n_test: int, transient: int, horizon: int | None, n_rollouts: int
+    name: str, data_seed: int, n_train: int, n_test: int, transient: int, horizon: int | None, n_rollouts: int | None
 ) -> Dataset:
     """Ikeda map, Eq. (ikeda) with mu = 0.9: one trajectory from (x, y) uniform in IKEDA_BOX."""
     rollouts = rollout_plan(name, n_test, horizon, n_rollouts)  # checked before generating
@@ -212,7 +215,7 @@ def surviving_trajectory(
 
 def make_ecosystem(
     name: str, data_seed: int, n_train: int, n_test: int, transient: int, dt: float,
-    extinction_threshold: float, max_draws: int, horizon: int | None, n_rollouts: int,
+    extinction_threshold: float, max_draws: int, horizon: int | None, n_rollouts: int | None,
 ) -> Dataset:
     """Three-species food chain, Eq. (food), sampled every dt after RK4 integration (h = 0.1).
 

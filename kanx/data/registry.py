@@ -36,7 +36,7 @@ class DatasetSpec:
 
 
 _SIZES = {"n_train": 1024, "n_test": 256}
-_ROLLOUT = {"horizon": None, "n_rollouts": 1}
+_ROLLOUT = {"horizon": None, "n_rollouts": None}  # None, None: one rollout over the whole test segment
 
 
 def _function_specs() -> dict[str, DatasetSpec]:
