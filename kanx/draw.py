@@ -2,7 +2,7 @@
 
     python -m kanx.draw RUN_DIR [--out FILE_STEM] [--formats png,pdf,svg] [--show-closed]
     fig = kanx.draw.draw_run(run_dir_or_trained_run)          # notebooks
-    kanx.draw.draw_median_models(records_root, dataset, out_dir)  # median-seed model per condition
+    kanx.analyze.select.draw_median_models(records_root, dataset, out_dir)  # median-seed model per condition
 
 What is drawn (paper, "Gated multi-exit architecture" and Methods "Evaluation measures"):
 nodes by layer, inputs at the bottom (labelled with the dataset's input names), each exit's
@@ -39,6 +39,7 @@ from matplotlib.patches import Circle
 
 from kanx.kan.network import GatedKAN
 from kanx.kan.structure import EdgeRoles, NodeKey, dest_node, model_edge_roles, source_node
+from kanx.load import load_run, rebuild_dataset
 
 FORMATS = ("png", "pdf", "svg")
 
@@ -142,8 +143,6 @@ def _training_inputs(run) -> torch.Tensor:
     """The run's training inputs, model-scaled (N, n_0), rebuilt from the record
     (kanx.load.rebuild_dataset). Raises on anything that keeps them from being the data the
     model was trained on."""
-    from kanx.load import rebuild_dataset
-
     ds = rebuild_dataset(run)
     if ds.n_inputs != run.model.width[0]:
         raise ValueError(f"dataset has {ds.n_inputs} inputs, the model {run.model.width[0]}")
@@ -323,8 +322,6 @@ def _edge_color(e: EdgeInfo) -> str:
 
 def _as_run(run_or_dir):
     if isinstance(run_or_dir, str | Path):
-        from kanx.load import load_run
-
         return load_run(run_or_dir)
     return run_or_dir
 
@@ -592,62 +589,6 @@ def draw_grid(runs: Sequence, ncols: int = 4, show_closed: bool = False, title: 
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9.5, frameon=False, bbox_to_anchor=(0.5, 0.05 / H))
     fig.kanx_drawings = [p.d for p in preps]
     return fig
-
-
-def median_runs(records_root: str | Path, dataset: str, beta: float | None = None) -> dict[str, Path]:
-    """The run directory of the median-seed model of every condition of ``dataset`` below
-    ``records_root``, in the paper's condition order (conditions without a usable run are
-    left out, with a warning when ``beta`` was asked for).
-
-    Per condition: the runs with status "ok" (not superseded) at one beta; of those, the
-    run whose test RMSE is the median (the lower median for an even number of seeds, so it
-    is a real run; ties by seed). Beta: ``beta`` if given, otherwise the median of the
-    betas the condition has ok runs at (the lower median for an even count, so it is a
-    swept value). An ungated condition (Baseline, F), on which beta has no effect, uses the
-    lowest beta it was run at (normally its only one).
-    """
-    from kanx.analyze.records import active_runs, canonical_beta, load_runs
-    from kanx.analyze.registry import CONDITIONS, UNGATED
-
-    root = Path(records_root)
-    runs = active_runs(load_runs(root))
-    runs = runs[(runs["dataset"] == dataset) & (runs["status"] == "ok") & runs["test_rmse"].notna()]
-    chosen = {}
-    for condition in CONDITIONS:
-        rows = runs[runs["condition"] == condition]
-        if rows.empty:
-            continue
-        betas = sorted(rows["beta"].unique())
-        if condition in UNGATED:
-            b = betas[0]
-        elif beta is None:
-            b = betas[(len(betas) - 1) // 2]
-        else:
-            b = canonical_beta(beta, condition)
-        at = rows[rows["beta"] == b].sort_values(["test_rmse", "seed"], kind="stable")
-        if at.empty:
-            warnings.warn(f"kanx.draw: {dataset} {condition} has no ok run at beta={b:g}; left out", stacklevel=2)
-            continue
-        chosen[condition] = (root / at.iloc[(len(at) - 1) // 2]["path"]).parent
-    return chosen
-
-
-def draw_median_models(records_root: str | Path, dataset: str, out_dir: str | Path, beta: float | None = None,
-                       formats: Sequence[str] = ("png",), combined: bool = False, show_closed: bool = False) -> list[Path]:
-    """Draw the median-seed model of every condition of ``dataset`` found below
-    ``records_root`` (chosen by median_runs(), which says how seed and beta are picked);
-    returns the files written: out_dir/<dataset>_<condition>.<fmt> in the paper's condition
-    order, then, with ``combined``, all of them in one figure, out_dir/<dataset>_median_models.<fmt>."""
-    out_dir = Path(out_dir)
-    written, drawn = [], []
-    for condition, run_dir in median_runs(records_root, dataset, beta).items():
-        run = _as_run(run_dir)
-        written += save(draw_run(run, show_closed=show_closed), out_dir / f"{dataset}_{condition}", formats)
-        drawn.append(run)
-    if combined and drawn:
-        fig = draw_grid(drawn, ncols=min(4, len(drawn)), show_closed=show_closed, title=f"{dataset}: median-seed model per condition")
-        written += save(fig, out_dir / f"{dataset}_median_models", formats)
-    return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from hydra import compose
 import kanx
 from kanx import draw
 from kanx import records as R
+from kanx.analyze.select import draw_median_models, median_runs
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 from kanx.kan.network import Condition, GatedKAN, KANSpec
@@ -217,15 +218,15 @@ def test_median_runs_pick_the_median_seed_of_ok_runs(runs, tmp_path):
     clone(runs["EFX"], "EFX", 0.5, 0, 0.4)
     clone(runs["EFX"], "EFX", 0.01, 0, 0.4)
     clone(runs["Baseline"], "Baseline", 0.2, 0, 0.5)
-    chosen = draw.median_runs(root, "sin_xy2")
+    chosen = median_runs(root, "sin_xy2")
     assert list(chosen) == ["Baseline", "EFX"]
     assert chosen["EFX"] == root / "EFX" / "beta=0.2,seed=2"  # median beta of 0.01, 0.2, 0.5
-    assert draw.median_runs(root, "sin_xy2", beta=0.5)["EFX"] == root / "EFX" / "beta=0.5,seed=0"
-    assert draw.median_runs(root, "sin_xy2", beta=0.5)["Baseline"] == root / "Baseline" / "beta=0.2,seed=0"  # beta-free
-    assert draw.median_runs(root, "nguyen_f1") == {}
+    assert median_runs(root, "sin_xy2", beta=0.5)["EFX"] == root / "EFX" / "beta=0.5,seed=0"
+    assert median_runs(root, "sin_xy2", beta=0.5)["Baseline"] == root / "Baseline" / "beta=0.2,seed=0"  # beta-free
+    assert median_runs(root, "nguyen_f1") == {}
 
 
 def test_draw_median_models(runs, tmp_path):
-    written = draw.draw_median_models(runs["root"] / "sin_xy2", "sin_xy2", tmp_path, combined=True)
+    written = draw_median_models(runs["root"] / "sin_xy2", "sin_xy2", tmp_path, combined=True)
     assert [p.name for p in written] == ["sin_xy2_Baseline.png", "sin_xy2_EFX.png", "sin_xy2_median_models.png"]
     assert all(p.stat().st_size > 1000 for p in written)

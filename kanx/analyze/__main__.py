@@ -15,9 +15,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from .curves import curve_figures
 from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
 from .records import load_runs
+from .registry import group_label
 from .report import Artifacts, build_artifacts
+from .select import draw_median_models
+from .tables import format_beta
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 
@@ -82,8 +86,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 def append_model_drawings(report: Path, root: Path, dataset: str) -> None:
     """Draw the median-seed model per condition (kanx.draw, which imports torch: only on
     request) and add them to the report."""
-    from kanx.draw import draw_median_models
-
     files = draw_median_models(root, dataset, report.parent / "figures" / "models", formats=("png",), combined=True)
     lines = ["", f"## Median-seed models: {dataset}", ""]
     lines += [f"![{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files if f.stem.endswith("median_models")]
@@ -102,10 +104,6 @@ end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks t
 def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> int:
     """Draw the training curves (kanx.analyze.curves) as PNGs below ``out`` and list them in
     the report; saved one at a time, since the whole paper has thousands. Returns the count."""
-    from .curves import curve_figures
-    from .registry import group_label
-    from .tables import format_beta
-
     lines, count, dataset_shown = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None
     for c in curve_figures(runs, root, per_run):
         path = out / f"{c.stem}.png"

@@ -18,6 +18,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from kanx.kan.structure import trace  # numpy only: the kanx.kan package imports no torch
+
 from .records import active_runs, metric_values
 from .registry import BASELINE, CONDITIONS, GATED, STATUSES, UNGATED, dataset_rank, family_rank
 
@@ -200,8 +202,6 @@ def architecture_edges(width: str, condition: str) -> tuple[int, int]:
     """(contributing edges, depth) of the whole architecture ``width`` ("[n_0, ..., n_L]")
     with every edge open and the final exit: what an ungated condition must report (Baseline:
     every trunk edge; F: every trunk and forward-connection edge)."""
-    from kanx.kan.structure import trace
-
     w = [int(v) for v in width.strip("[]").split(",")]
     L, forward = len(w) - 1, "F" in condition
     masks = [np.ones((sum(w[: k + 1]) if forward else w[k], (w[k + 1] if k < L - 1 else 0) + w[L]), dtype=bool) for k in range(L)]

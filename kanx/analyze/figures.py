@@ -17,6 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
 
+from .hypervolume import pareto_front
+from .records import active_runs
 from .registry import BASELINE, CONDITIONS, GATED
 from .tables import format_beta
 
@@ -151,9 +153,6 @@ def pareto_runs(runs: pd.DataFrame, dataset: str) -> pd.DataFrame:
     Usable, not superseded runs with a finite RMSE, edge count and depth only (a rollout
     RMSE that is not finite cannot be placed on the axes). Sorted by condition, then edges.
     """
-    from .hypervolume import pareto_front
-    from .records import active_runs
-
     mine = active_runs(runs)
     mine = mine[(mine["dataset"] == dataset) & mine["usable"]]
     values = mine[["test_rmse", "contributing_edges", "depth"]].astype(float)

@@ -1,0 +1,103 @@
+"""Every kanx module imports on its own, and kanx.draw and kanx.analyze do not depend on
+each other both ways (issue #14): analysis may call the drawing (at call time, so that it
+stays torch-free), the drawing imports nothing from the analysis."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "kanx"
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _import_nodes(node: ast.AST):
+    """Every import statement below ``node``, module level and inside functions alike,
+    except those under ``if TYPE_CHECKING:`` (never executed)."""
+    for child in ast.iter_child_nodes(node):
+        for c in child.orelse if _is_type_checking(child) else [child]:
+            if isinstance(c, ast.Import | ast.ImportFrom):
+                yield c
+            yield from _import_nodes(c)
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """The kanx modules that module ``name`` imports anywhere in its code (function-level
+    imports included: they run, only later), with the packages above them."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in _import_nodes(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            targets = [target, *(f"{target}.{a.name}" for a in node.names)]
+        for t in targets:  # importing a.b.c runs a and a.b first
+            parts = t.split(".")
+            found |= {m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in MODULES}
+    return found - {name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {name: imports_of(name, path) for name, path in MODULES.items()}
+
+
+def reachable(graph: dict[str, set[str]], start: set[str]) -> dict[str, list[str]]:
+    """Every module reachable from ``start``, with one import chain leading to it."""
+    chains = {s: [s] for s in start}
+    todo = list(start)
+    while todo:
+        m = todo.pop()
+        for n in sorted(graph[m]):
+            if n not in chains:
+                chains[n] = [*chains[m], n]
+                todo.append(n)
+    return chains
+
+
+def in_package(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_every_module_imports_in_a_fresh_interpreter():
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
+    done = subprocess.run([sys.executable, "-c", code, *MODULES], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_import_graph_sees_function_level_and_relative_imports():
+    graph = import_graph()
+    assert "kanx.draw" in graph["kanx.analyze.select"]  # inside draw_median_models
+    assert "kanx.analyze.records" in graph["kanx.analyze.select"]  # from .records import ...
+    assert "kanx.load" in graph["kanx"]  # from kanx import load, inside __getattr__
+    assert "kanx.kan.network" not in graph["kanx.kan.structure"]  # under TYPE_CHECKING only
+
+
+def test_no_import_cycle_between_draw_and_analyze():
+    graph = import_graph()
+    draw = {m for m in graph if in_package(m, "kanx.draw")}
+    analyze = {m for m in graph if in_package(m, "kanx.analyze")}
+    assert draw and analyze
+    from_draw = {m: c for m, c in reachable(graph, draw).items() if m in analyze}
+    from_analyze = {m: c for m, c in reachable(graph, analyze).items() if m in draw}
+    assert not (from_draw and from_analyze), (
+        f"cycle: {' -> '.join(next(iter(from_draw.values())))} and {' -> '.join(next(iter(from_analyze.values())))}")
+    assert not from_draw, f"kanx.draw reaches the analysis: {[' -> '.join(c) for c in from_draw.values()]}"
