@@ -1,0 +1,79 @@
+"""Numbers the drawing plots: the range of every trunk node over the run's training inputs,
+and z * phi(x) of every edge over its source's range."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from kanx.kan.network import GatedKAN
+from kanx.kan.structure import NodeKey, source_node
+from kanx.load import rebuild_dataset
+
+CURVE_POINTS = 96
+
+
+def _training_inputs(run) -> torch.Tensor:
+    """The run's training inputs, model-scaled (N, n_0), rebuilt from the record
+    (kanx.load.rebuild_dataset). Raises on anything that keeps them from being the data the
+    model was trained on."""
+    ds = rebuild_dataset(run)
+    if ds.n_inputs != run.model.width[0]:
+        raise ValueError(f"dataset has {ds.n_inputs} inputs, the model {run.model.width[0]}")
+    return run.scaling.x(ds.x_train)
+
+
+@torch.no_grad()
+def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
+    """(lo, hi) of every trunk node x^(l)_i over the training inputs, and where the ranges
+    come from: "training data", or the spline grid of the stage the node feeds when the
+    data cannot be rebuilt."""
+    model = run.model
+    gates = _inference_gates(model, run.gate_estimator)
+    ranges: dict[NodeKey, tuple[float, float]] = {}
+    try:
+        x = _training_inputs(run).to(torch.float32).unsqueeze(0)
+        for k, h in enumerate(model.stage_inputs(x, gates)):
+            lo, hi = h[0].amin(0), h[0].amax(0)
+            for i in range(h.shape[-1]):
+                ranges[source_node(model, k, i)] = (float(lo[i]), float(hi[i]))
+        source = "training data"
+    except Exception as e:  # whatever the failure, fall back to the grid
+        warnings.warn(f"kanx.draw: cannot rebuild the training data ({type(e).__name__}: {e}); drawing edges over their grid range", stacklevel=2)
+        source = "spline grid (training data unavailable)"
+    K = model.spec.spline_order
+    for k, stage in enumerate(model.stages):
+        for i in range(stage.in_features):
+            node = source_node(model, k, i)
+            if node not in ranges:
+                ranges[node] = (float(stage.grid[0, i, K]), float(stage.grid[0, i, -K - 1]))
+    return ranges, source
+
+
+def _inference_gates(model: GatedKAN, estimator: str) -> torch.Tensor:
+    fc = model.fc_enabled
+    model.fc_enabled = model.condition.forward  # as at the end of training
+    try:
+        return model.inference_gates(estimator)
+    finally:
+        model.fc_enabled = fc
+
+
+@torch.no_grad()
+def edge_curves(model: GatedKAN, ranges: dict[NodeKey, tuple[float, float]], estimator: str = "threshold", n: int = CURVE_POINTS):
+    """Per stage (xs (I, n), ys (I, O, n)): z * phi(x) of every edge over its source's range,
+    phi(x) = scale_base silu(x) + scale_sp spline(x), z the inference gate."""
+    gates = model.split_edges(_inference_gates(model, estimator))
+    out = []
+    for k, stage in enumerate(model.stages):
+        lo_hi = np.array([ranges[source_node(model, k, i)] for i in range(stage.in_features)])
+        lo, hi = lo_hi[:, 0], lo_hi[:, 1]
+        hi = np.where(hi - lo < 1e-9, lo + 1e-3, hi)  # a constant node still gets an axis
+        xs = torch.from_numpy(np.linspace(lo, hi, n).T.copy()).to(stage.coef.dtype)  # (I, n)
+        spline = stage.edge_spline(xs.T.unsqueeze(0))[0]  # (n, I, O)
+        silu = torch.nn.functional.silu(xs.T).unsqueeze(-1)  # (n, I, 1)
+        phi = gates[k][0] * (stage.scale_base[0] * silu + stage.scale_sp[0] * spline)  # (n, I, O)
+        out.append((xs.numpy(), phi.permute(1, 2, 0).numpy()))
+    return out
