@@ -342,7 +342,10 @@ def rollout_section(results: Path) -> list[str]:
             "Saturation of a free rollout, sqrt(2 var) of the test segment: " + ", ".join(
                 f"{d} {r.saturation_raw:.3g} raw ({r.saturation_std:.3g} standardized)" for d, r in sat.iterrows()) + ".", "",
             "RMSE after h steps (standardized units, mean over every start):", "", md(along), "",
-            "The test RMSE each protocol records (raw units):", "", md(table), ""]
+            "The test RMSE each protocol records (raw units):", "", md(table), "",
+            "The same as a share of saturation (standardized RMSE / standardized sqrt(2 var), in %):", "",
+            (prot.assign(pct=100 * prot["rmse_std"] / prot["saturation_std"]).pivot_table(
+                index=["dataset", "protocol"], columns="run", values="pct", sort=False).to_markdown(floatfmt=".0f")), ""]
 
 
 def split_section(results: Path, pub: pd.DataFrame) -> list[str]:
