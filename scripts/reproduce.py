@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reproduce: {len(failed)} sweep(s) failed: {'; '.join(failed)}; fix and re-run to fill the holes"
                   + (f" (logs: {Path(results) / 'logs'})" if a.jobs > 1 else ""), file=sys.stderr)
             return 1
-    analyze = [sys.executable, "-m", "kanx.analyze", results]
+    analyze = [sys.executable, "-m", "kanx.analyze", results, "--curves"]  # curves per cell, its seeds overlaid
     print("+", " ".join(analyze[1:]), flush=True)
     if a.dry_run:
         return 0

@@ -166,7 +166,8 @@ def test_an_old_format_model_loads_without_unpickling_anything_else(finished, tm
     assert run.model.condition.name == "EFX" and run.scaling.input_scaling == "minmax"
 
 
-def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_path, signame):
     import os
     import signal
     import subprocess
@@ -178,9 +179,10 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
     wait_for(tmp_path, "lock")  # training has started
     time.sleep(2)  # some epochs (1,500 take far longer)
-    p.send_signal(signal.SIGTERM)
+    sig = getattr(signal, signame)  # SIGINT: Ctrl-C
+    p.send_signal(sig)
     _, err = p.communicate(timeout=120)
-    assert p.returncode == 128 + signal.SIGTERM and "SIGTERM: saved checkpoints of 1 run(s)" in err, err[-2000:]
+    assert p.returncode == 128 + sig and f"{signame}: saved checkpoints of 1 run(s)" in err, err[-2000:]
     (ckpt,) = tmp_path.rglob("checkpoint.pt")
     assert 0 < torch.load(ckpt, weights_only=True)["epoch"] < 1500 and not list(tmp_path.rglob("lock"))
     again = cli(*args[2:-1], "-m")
@@ -369,3 +371,19 @@ def test_an_unwritable_results_folder_is_refused_before_training(tmp_path, monke
     check_writable([readonly / "new"])  # its results folder is writable
     with pytest.raises(ConfigError, match=f"^{readonly / 'run'} is not writable by this user, so the results in {readonly / 'run'} cannot be written"):
         check_writable([readonly / "run"])
+
+
+def test_a_batch_larger_than_the_training_set_uses_the_effective_batch_in_mdl_batch():
+    # mdl_batch scales beta by log(b)/b with b the batch size; a nominal batch of 512 on 128
+    # training rows trains on batches of 128, so b must be 128, not 512.
+    from helpers import toy_data
+
+    from kanx.config import DataConfig, RunConfig, TrainConfig
+    from kanx.kan.network import Condition, KANSpec
+    from kanx.kan.objective import Costs, complexity_scale
+    from kanx.training import Pack
+
+    t = TrainConfig(epochs=1, batch_size=512, compile=False)
+    run = RunConfig(DataConfig("sin_xy2", 0), Condition.from_name("E"), KANSpec((2, 3, 1)), Costs(), "threshold", t, 0.1, 0)
+    pack = Pack([run], *toy_data(1, N=128), 128, torch.device("cpu"))
+    assert pack.scale == complexity_scale("mdl_batch", 128, 128) != complexity_scale("mdl_batch", 128, 512)
