@@ -10,7 +10,6 @@ A run directory holds
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from kanx.hashing import sha256_of
 from kanx.vocab import CHECKPOINT, DONE, LOCK, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
 
 
@@ -61,14 +61,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_record(run_dir: Path, record: dict) -> Path:

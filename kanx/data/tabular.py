@@ -16,7 +16,6 @@ ranges. A truncated or corrupted copy raises DataError naming the file.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import os
@@ -33,6 +32,7 @@ import pandas as pd
 
 from kanx.data.dataset import Dataset, make_dataset
 from kanx.errors import ConfigError, DataError
+from kanx.hashing import sha256_of
 
 log = logging.getLogger(__name__)
 
@@ -111,14 +111,6 @@ def check_table(df: pd.DataFrame, source: TableSource, path: Path) -> np.ndarray
             kind = "an integer" if col in source.integer_columns else "a number"
             raise DataError(f"{path}: column {col!r} has {values[row, j]:g} in data row {row + 1}, expected {kind} in [{low}, {high}] (corrupted?); {fix}")
     return values
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_table(source: TableSource, path: Path, fmt: str) -> tuple[np.ndarray, dict]:
