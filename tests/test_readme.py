@@ -126,7 +126,10 @@ def make_recipe(words: list[str], root: Path) -> list[list[str]]:
         variables += ["SCALE=smoke", f"RESULTS={root}", f"OVERRIDES={' '.join(TOY)}"]
     elif target not in ("run", "formula") or variables:
         raise AssertionError(f"no rule for make {target} {variables}")
-    dry = subprocess.run(["make", "-n", "-o", "install", target, *variables, f"PY={sys.executable}"], cwd=ROOT, capture_output=True, text=True, check=True)
+    # Under `make test` this runs in a sub-make, which would print "make[1]: Entering directory".
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "-o", "install", target, *variables, f"PY={sys.executable}"],
+                         cwd=ROOT, capture_output=True, text=True, check=True, env=env)
     return [shlex.split(line) for line in dry.stdout.replace("\\\n", " ").splitlines() if line.strip()]
 
 
