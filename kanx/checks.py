@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kanx.errors import ConfigError
+from kanx.kan.structure import stage_shapes
 
 
 def check_writable(run_dirs: Sequence[Path]) -> None:
@@ -38,18 +39,6 @@ _ACTIVATION_COPIES = 3
 _BYTES = 4  # float32
 
 
-def stage_sizes(width: Sequence[int], forward: bool, exits: bool) -> list[tuple[int, int]]:
-    """(inputs, outputs) of each stage of a GatedKAN (kanx.kan.network): with forward
-    connections a stage sees all earlier layers; with exits every stage has a head."""
-    L, n_out = len(width) - 1, width[-1]
-    sizes = []
-    for k in range(L):
-        n_in = sum(width[: k + 1]) if forward else width[k]
-        trunk = width[k + 1] if k < L - 1 else 0
-        sizes.append((n_in, trunk + (n_out if (k == L - 1 or exits) else 0)))
-    return sizes
-
-
 def pack_bytes(runs: Sequence) -> int:
     """A rough upper bound of the memory a pack of these runs (kanx.config.RunConfig, one
     pack_key) takes in training: parameters, gradients and Adam state, and the activations
@@ -57,7 +46,7 @@ def pack_bytes(runs: Sequence) -> int:
     r = runs[0]
     forward, exits = any(x.condition.forward for x in runs), any(x.condition.exits for x in runs)  # the superset model
     G, K = r.model.grid_size, r.model.spline_order
-    sizes = stage_sizes(r.model.width, forward, exits)
+    sizes = [(i, trunk + head) for i, trunk, head in stage_shapes(r.model.width, forward, exits)]
     params = sum(i * o * (G + K + 3) for i, o in sizes)  # coef (C = G + K), scale_base, scale_sp, gate logit
     batch = r.train.batch_size
     activations = batch * sum(i * (1 + (G + K) + (G + 2 * K)) + o for i, o in sizes)
@@ -91,9 +80,13 @@ def available_bytes(device: str) -> int | None:
 def check_memory(packs: Sequence[Sequence], available: int | None = None) -> None:
     """Refuse a pack (a list of kanx.runner.Job) whose memory bound exceeds what is free,
     naming what to lower. Skipped when the free memory is unknown."""
+    free_by_device: dict[str, int | None] = {}
     for pack in packs:
         runs = [j.run for j in pack]
-        free = available_bytes(runs[0].device) if available is None else available
+        device = runs[0].device
+        if device not in free_by_device:  # asked once per device, not per pack
+            free_by_device[device] = available_bytes(device) if available is None else available
+        free = free_by_device[device]
         need = pack_bytes(runs)
         if free is None or need <= free:
             continue

@@ -31,7 +31,7 @@ _NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_ev
 # them: left out of the hash while they hold it, so older records keep their identity.
 # model.grid_refit_points: records from before it refit on 256 order statistics (the default
 # then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
-_ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256}
+ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256}
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         scale_base_sigma=_num(m.get("scale_base_sigma", 1.0), "model.scale_base_sigma"),
         grid_eps=_num(m.get("grid_eps", 0.02), "model.grid_eps"),
         grid_refit_rtol=_refit_rtol(m.get("grid_refit_rtol")),
-        grid_refit_points=_refit_points(m.get("grid_refit_points", _ADDED_LATER["model.grid_refit_points"]), grid_size, order),
+        grid_refit_points=_refit_points(m.get("grid_refit_points", ADDED_LATER["model.grid_refit_points"]), grid_size, order),
     )
     costs = Costs(_num(m.get("edge_cost", 1.0), "model.edge_cost"), _num(m.get("node_cost", 1.0), "model.node_cost"), _num(m.get("exit_cost", 1.0), "model.exit_cost"))
     _require(min(costs.edge, costs.node, costs.exit) >= 0, f"complexity costs must be >= 0, got {costs}")
@@ -318,7 +318,7 @@ def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
         if dotted in _NOT_RUN_DEFINING or key == "hydra":
             continue
         x, y = a.get(key, "<absent>"), b.get(key, "<absent>")
-        if dotted in _ADDED_LATER and {x, y} <= {"<absent>", _ADDED_LATER[dotted]}:
+        if dotted in ADDED_LATER and {x, y} <= {"<absent>", ADDED_LATER[dotted]}:
             continue  # a key added later, at the value that reproduces the behaviour before it
         if isinstance(x, dict) and isinstance(y, dict):
             out += config_differences(x, y, f"{dotted}.")
@@ -334,6 +334,6 @@ def config_hash(container: dict) -> str:
     c.pop("hydra", None)
     for dotted in _NOT_RUN_DEFINING:
         _pop_key(c, dotted)
-    for dotted, neutral in _ADDED_LATER.items():
+    for dotted, neutral in ADDED_LATER.items():
         _pop_key(c, dotted, only_if=neutral)
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]

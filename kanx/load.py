@@ -53,11 +53,11 @@ def read_model_file(path: Path) -> dict:
         raise ValueError(f"{path} is unreadable or truncated ({type(e).__name__}: {e}); re-run the run with overwrite=true") from None
     if saved.get("format", 1) == 1:
         return saved  # objects already
-    from kanx.config import _ADDED_LATER
+    from kanx.config import ADDED_LATER
 
     spec = dict(saved["spec"])
     spec["width"], spec["grid_range"] = tuple(spec["width"]), tuple(spec["grid_range"])
-    spec.setdefault("grid_refit_points", _ADDED_LATER["model.grid_refit_points"])  # saved before the option existed
+    spec.setdefault("grid_refit_points", ADDED_LATER["model.grid_refit_points"])  # saved before the option existed
     return {**saved, "spec": KANSpec(**spec), "condition": Condition.from_name(saved["condition"]), "scaling": Scaling(**saved["scaling"])}
 
 

@@ -320,6 +320,11 @@ def refit_points_section(results: Path) -> list[str]:
             "ran). Test RMSE in the data's units (K, MPa).", "", md(pd.DataFrame(rows), index=False), ""]
 
 
+def _run_label(df: pd.DataFrame) -> pd.Series:
+    """'EX b=0.01 s2', 'Baseline s0': a column name per probed run."""
+    return df["condition"] + df["beta"].map(lambda b: f" b={b:g}" if b else "") + " s" + df["seed"].astype(str)
+
+
 def rollout_section(results: Path) -> list[str]:
     """The multi-step RMSE under each rollout protocol, from scripts/rollout_probe.py's tables."""
     probe = results / "rollout" / "probe"
@@ -327,12 +332,12 @@ def rollout_section(results: Path) -> list[str]:
         return []
     prot = pd.read_csv(probe / "protocols.csv")
     curve = pd.read_csv(probe / "curve.csv")
-    prot["run"] = prot["condition"] + prot["beta"].map(lambda b: f" b={b:g}" if b else "") + " s" + prot["seed"].astype(str)
+    prot["run"] = _run_label(prot)
     table = prot.pivot_table(index=["dataset", "protocol"], columns="run", values="rmse_raw", sort=False)
     sat = prot.groupby("dataset")[["saturation_raw", "saturation_std"]].median()
     one = prot.drop_duplicates("run").set_index("run")["one_step_rmse"]
     steps = curve[curve["h"].isin([1, 2, 5, 10, 20, 50])]
-    steps = steps.assign(run=steps["condition"] + steps["beta"].map(lambda b: f" b={b:g}" if b else "") + " s" + steps["seed"].astype(str))
+    steps = steps.assign(run=_run_label(steps))
     along = steps.pivot_table(index=["dataset", "h"], columns="run", values="rmse_std", sort=False)
     return ["## Multi-step test RMSE of the dynamical systems: the rollout protocol", "",
             "`python scripts/calibrate.py run rollout` (Ikeda Baseline and EX at beta 0.01, Ecosystem Baseline, seeds 0-2, full protocol; the "

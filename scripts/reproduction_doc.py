@@ -67,12 +67,12 @@ def refit_line(results: Path) -> str:
     from today's default in the committed Concrete factorial."""
     import json
 
-    from kanx.config import _ADDED_LATER
+    from kanx.config import ADDED_LATER
 
     seen = set()
     for path in results.rglob("record.json"):
         model = (json.loads(path.read_text()).get("config") or {}).get("model") or {}
-        seen.add(model.get("grid_refit_points", _ADDED_LATER["model.grid_refit_points"]))
+        seen.add(model.get("grid_refit_points", ADDED_LATER["model.grid_refit_points"]))
     text = ", ".join("all samples (pykan)" if p is None else f"{p} order statistics per input" for p in sorted(seen, key=str))
     return (f"Grid refit after a grid update in these records: {text}. Today's default (`model.grid_refit_points`) is "
             "all samples, as pykan (docs/CALIBRATION.md, 'Grid refit on all samples or on 256 order statistics').")

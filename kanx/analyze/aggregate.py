@@ -13,12 +13,13 @@ Treatment of run statuses (the same everywhere):
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pandas as pd
 
-from kanx.kan.structure import trace  # numpy only: the kanx.kan package imports no torch
+from kanx.kan.structure import stage_shapes, trace  # numpy only: the kanx.kan package imports no torch
 
 from .records import active_runs, metric_values
 from .registry import BASELINE, CONDITIONS, GATED, STATUSES, UNGATED, dataset_rank, family_rank
@@ -202,9 +203,8 @@ def architecture_edges(width: str, condition: str) -> tuple[int, int]:
     """(contributing edges, depth) of the whole architecture ``width`` ("[n_0, ..., n_L]")
     with every edge open and the final exit: what an ungated condition must report (Baseline:
     every trunk edge; F: every trunk and forward-connection edge)."""
-    w = [int(v) for v in width.strip("[]").split(",")]
-    L, forward = len(w) - 1, "F" in condition
-    masks = [np.ones((sum(w[: k + 1]) if forward else w[k], (w[k + 1] if k < L - 1 else 0) + w[L]), dtype=bool) for k in range(L)]
+    w, forward = json.loads(width), "F" in condition
+    masks = [np.ones((n_in, trunk + head), dtype=bool) for n_in, trunk, head in stage_shapes(w, forward, exits=False)]
     s = trace(w, forward, masks)
     return s.contributing_edges, s.depth
 

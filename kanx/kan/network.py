@@ -26,6 +26,7 @@ from torch import nn
 from kanx.kan import gates as G_
 from kanx.kan.layer import KANLayer
 from kanx.kan.spec import Condition, KANSpec, member_generators
+from kanx.kan.structure import stage_shapes
 
 __all__ = ["Condition", "GatedKAN", "KANLayer", "KANSpec", "member_generators"]
 
@@ -63,10 +64,7 @@ class GatedKAN(nn.Module):
         M, L = self.M, self.L
 
         stages, self.trunk_out, self.head_out = [], [], []
-        for k in range(L):
-            n_in = sum(width[: k + 1]) if condition.forward else width[k]
-            trunk = width[k + 1] if k < L - 1 else 0
-            head = self.n_out if (k == L - 1 or condition.exits) else 0
+        for n_in, trunk, head in stage_shapes(width, condition.forward, condition.exits):
             stages.append(KANLayer(M, n_in, trunk + head, spec, dtype))
             self.trunk_out.append(trunk)
             self.head_out.append(head)
@@ -130,10 +128,9 @@ class GatedKAN(nn.Module):
         """(rows, columns) of stage k that a member of condition c uses: its inputs are the
         last ones (without F, only x^(k)), its outputs the first ([trunk | head] without the
         heads it lacks)."""
-        n_in, n_out = self.edge_shapes[k]
-        own_in = sum(self.width[: k + 1]) if c.forward else self.width[k]
-        own_out = self.trunk_out[k] + (self.n_out if (k == self.L - 1 or c.exits) else 0)
-        return slice(n_in - own_in, n_in), slice(0, own_out)
+        n_in = self.edge_shapes[k][0]
+        own_in, trunk, head = stage_shapes(self.width, c.forward, c.exits)[k]
+        return slice(n_in - own_in, n_in), slice(0, trunk + head)
 
     def flat_index(self, c: Condition) -> torch.Tensor:
         """Positions in the flat (n_edges,) layout of a condition-c model's edges, in its own
