@@ -100,8 +100,11 @@ def load_run(run_dir: str | Path) -> TrainedRun:
     state = R.read_state(run_dir)
     if state.problem:
         raise ValueError(f"{state.problem}; re-run the run to replace it")
-    if state.record is None or not (run_dir / R.MODEL).exists():
+    if state.record is None:
         raise FileNotFoundError(f"{run_dir} holds no finished run (expected {R.RECORD}, {R.DONE} and {R.MODEL})")
+    if not (run_dir / R.MODEL).exists():
+        raise FileNotFoundError(f"{run_dir} holds a finished record but no weights ({R.MODEL}): weights are not kept in git; "
+                                "train the run again here with overwrite=true to get them")
     saved = read_model_file(run_dir / R.MODEL)
     model = GatedKAN(saved["spec"], saved["condition"], seeds=[saved["seed"]])
     model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})

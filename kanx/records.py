@@ -87,7 +87,12 @@ def seal(run_dir: Path, with_model: bool = True) -> None:
 def integrity_problem(run_dir: Path) -> str | None:
     """What is wrong with a finished run's files, in one line, or None: a file whose sha256
     differs from the one its done marker holds, or one it lists that is missing. A done
-    marker from before checksums (empty) vouches for nothing and is accepted."""
+    marker from before checksums (empty) vouches for nothing and is accepted.
+
+    A missing model.pt is no problem: weights are not kept in git (``*.pt`` is ignored), so
+    a clone of committed results holds records without weights, and the tables need only
+    the records; load_run and kanx.draw say the weights are absent. A model.pt that is
+    there must match."""
     try:
         text = (Path(run_dir) / DONE).read_text()
         sums = json.loads(text).get("sha256", {}) if text.strip() else {}
@@ -96,6 +101,8 @@ def integrity_problem(run_dir: Path) -> str | None:
     for name, expected in sums.items():
         path = Path(run_dir) / name
         if not path.is_file():
+            if name == MODEL:
+                continue
             return f"{path} is missing (its done marker lists it)"
         if sha256_of(path) != expected:
             return f"{path} is corrupt: its sha256 differs from the one its done marker holds (changed or truncated since it was written)"
