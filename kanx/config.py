@@ -31,7 +31,12 @@ _NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_ev
 # them: left out of the hash while they hold it, so older records keep their identity.
 # model.grid_refit_points: records from before it refit on 256 order statistics (the default
 # then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
-ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256}
+ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax"}
+
+# Readings of the exit gate left open by the text (issue #18; docs/CALIBRATION.md "The exit
+# gate without egates"): which conditions have beta = 0 during the warmup, and the pi of L_C.
+WARMUP_FOR = ("all", "egates")
+EXIT_PI = ("softmax", "tempered")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class TrainConfig:
     tau_x_start: float = 5.0
     tau_x_end: float = 0.1
     complexity_scale: str = "mdl_batch"
+    warmup_for: str = "all"  # WARMUP_FOR: members with beta = 0 in the warmup (all where beta acts, or egated ones only)
+    exit_pi: str = "softmax"  # EXIT_PI: pi in L_C, softmax(logits) or softmax(logits / tau_x)
     checkpoint_every: int = 500
     pack_size: int = 70
     compile: bool = True
@@ -226,6 +233,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         tau_x_start=_num(t.get("tau_x_start", _TRAIN_DEFAULTS["tau_x_start"]), "train.tau_x_start"),
         tau_x_end=_num(t.get("tau_x_end", _TRAIN_DEFAULTS["tau_x_end"]), "train.tau_x_end"),
         complexity_scale=_choice(t.get("complexity_scale", _TRAIN_DEFAULTS["complexity_scale"]), "train.complexity_scale", COMPLEXITY_SCALES),
+        warmup_for=_choice(t.get("warmup_for", ADDED_LATER["train.warmup_for"]), "train.warmup_for", WARMUP_FOR),
+        exit_pi=_choice(t.get("exit_pi", ADDED_LATER["train.exit_pi"]), "train.exit_pi", EXIT_PI),
         checkpoint_every=_int(t.get("checkpoint_every", _TRAIN_DEFAULTS["checkpoint_every"]), "train.checkpoint_every"),
         pack_size=_int(t.get("pack_size", _TRAIN_DEFAULTS["pack_size"]), "train.pack_size"),
         compile=bool(t.get("compile", _TRAIN_DEFAULTS["compile"])),

@@ -27,7 +27,7 @@ import torch
 from kanx import records as R
 from kanx import vocab
 from kanx.kan.objective import complexity
-from kanx.training import Pack, Progress, beta_active, tau_x
+from kanx.training import Pack, Progress, tau_x
 
 METRICS = vocab.METRICS
 
@@ -48,12 +48,11 @@ class Curves:
         if pack.epoch % self.every and pack.epoch != pack.train_cfg.epochs:
             return
         model, cfg = pack.model, pack.train_cfg
-        lc = complexity(model, pack.costs).cpu()
+        tau = tau_x(progress.epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
+        lc = complexity(model, pack.costs, pack.exit_tau(tau)).cpu()
         open_gates = (model.inference_gates(pack.estimator) > 0).sum(-1).cpu()  # existing edges only
         pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()
-        on = beta_active(progress.epoch, cfg.warmup)
-        beta = [r.beta if on and (c.edge_gates or c.exits) else 0.0 for r, c in zip(pack.runs, pack.conditions, strict=True)]
-        tau = tau_x(progress.epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
+        beta = pack.betas_at(progress.epoch)
         data = progress.data_loss.cpu() if progress.data_loss is not None else torch.full((pack.M,), float("nan"))
         loss = progress.loss.cpu()
         for m, condition in enumerate(pack.conditions):

@@ -73,7 +73,7 @@ class StaticSteps:
         loss = data_loss(out, yb, eta)
         self.epoch_data += loss.detach()
         if pack.condition.edge_gates or pack.condition.exits:
-            with_lc = total_loss(loss, complexity(model, pack.costs), self.beta, pack.scale)
+            with_lc = total_loss(loss, complexity(model, pack.costs, pack.exit_tau(self.tau)), self.beta, pack.scale)
             loss = torch.where(pack.uses_lc, with_lc, loss) if model.mixed else with_lc
         loss.sum().backward()
         for p in pack.optimizer.param_groups[0]["params"]:

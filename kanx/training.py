@@ -36,6 +36,14 @@ def beta_active(epoch: int, warmup: int) -> bool:
     return epoch >= warmup
 
 
+def warmed_up(condition: Condition, warmup_for: str) -> bool:
+    """Whether the warmup (beta = 0) applies to a condition: to every condition where beta
+    acts (``all``, the default), or only to those with egates (``egates``: the Methods'
+    "For conditions with egates, no complexity pressure was exerted during warmup" read
+    literally, so X and FX feel beta from epoch 0)."""
+    return warmup_for == "all" or condition.edge_gates
+
+
 def fc_active(epoch: int, fc_warmup: int) -> bool:
     """Forward connections are off during the FC warmup."""
     return epoch >= fc_warmup
@@ -49,13 +57,14 @@ def tau_x(epoch: int, epochs: int, start: float = 5.0, end: float = 0.1) -> floa
 def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[int]:
     """Epochs that begin with a grid update: a burst of ``grid_update_count`` updates,
     ``grid_update_every`` epochs apart, at training start, at FC activation (with F) and
-    at beta onset (with E or X, where beta acts). Empty when grid updates are off."""
+    at beta onset (with E or X, where beta acts, when the warmup applies to the condition).
+    Empty when grid updates are off."""
     if not train.grid_updates:
         return frozenset()
     starts = [0]
     if condition.forward:
         starts.append(train.fc_warmup)
-    if condition.edge_gates or condition.exits:
+    if (condition.edge_gates or condition.exits) and warmed_up(condition, train.warmup_for):
         starts.append(train.warmup)
     return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count) if s + i * train.grid_update_every < train.epochs)
 
@@ -115,7 +124,6 @@ class Pack:
         self.condition = self.model.condition  # the superset of the members' conditions
         self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
-        self.beta = torch.tensor([r.beta for r in runs], dtype=torch.float32, device=device)
         # L_C enters the loss of members with E or X only (beta acts through their gates).
         self.uses_lc = torch.tensor([c.edge_gates or c.exits for c in self.conditions], device=device)
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
@@ -132,6 +140,17 @@ class Pack:
         self.train_seconds = 0.0
 
     # ---------------------------------------------------------------- one epoch
+    def betas_at(self, epoch: int) -> list[float]:
+        """The beta in force for every member in an epoch: its own where beta acts (E or X),
+        except in the warmup where that applies to it (warmed_up); 0 otherwise."""
+        on, cfg = beta_active(epoch, self.train_cfg.warmup), self.train_cfg
+        return [r.beta if (c.edge_gates or c.exits) and (on or not warmed_up(c, cfg.warmup_for)) else 0.0
+                for r, c in zip(self.runs, self.conditions, strict=True)]
+
+    def exit_tau(self, tau):
+        """The temperature of pi in L_C: tau_x with train.exit_pi=tempered, else None."""
+        return tau if self.train_cfg.exit_pi == "tempered" else None
+
     def _noise_slots(self) -> list[torch.Tensor] | None:
         """Where each member's own noise goes in the pack's noise vector [gate noise per
         edge | exit noise per layer]: a member draws the noise its own condition needs, in
@@ -166,7 +185,7 @@ class Pack:
         model.fc_enabled = self.condition.forward and fc_active(epoch, cfg.fc_warmup)
         if epoch in self.grid_epochs:
             model.update_grid(self.x, self.alive & self.grid_epochs[epoch])
-        beta = self.beta * float(beta_active(epoch, cfg.warmup))
+        beta = torch.tensor(self.betas_at(epoch), dtype=torch.float32, device=self.device)
         tau = tau_x(epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
 
         N, bs = self.x.shape[1], cfg.batch_size
@@ -189,7 +208,7 @@ class Pack:
             loss = data_loss(out, yb, eta)
             epoch_data += loss.detach()
             if self.condition.edge_gates or self.condition.exits:
-                with_lc = total_loss(loss, complexity(model, self.costs), beta, self.scale)
+                with_lc = total_loss(loss, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
                 loss = torch.where(self.uses_lc, with_lc, loss) if model.mixed else with_lc
             # backward -> step
             self.optimizer.zero_grad(set_to_none=True)

@@ -8,6 +8,7 @@
     python scripts/calibrate.py run refit                  # EF at the factorial's protocol, grid refit with rtol
     python scripts/calibrate.py run refit-points           # Baseline: refit on 256 order statistics or all samples
     python scripts/calibrate.py run rollout                # Ikeda/Ecosystem: the multi-step RMSE's protocol
+    python scripts/calibrate.py run exit-gate              # X, FX (EX, EFX): readings of the exit gate (issue #18)
     python scripts/calibrate.py report [--results results/calibration] [--out docs/CALIBRATION.md]
 
 The open choices (issue "Reproduce the paper on Concrete"):
@@ -51,7 +52,11 @@ COMBOS = {  # name -> dataset overrides
     "std-targets,std-inputs": ["dataset.standardize_targets=true", "dataset.input_scaling=standardize"],
     "raw-targets,std-inputs": ["dataset.standardize_targets=false", "dataset.input_scaling=standardize"],
 }
-STAGES = ("screen", "scale", "combos", "split", "minmax", "refit", "refit-points", "rollout")
+STAGES = ("screen", "scale", "combos", "split", "minmax", "refit", "refit-points", "rollout", "exit-gate")
+# Readings of the exit gate without egates (issue #18), each a train.* option against today's
+# default; the conditions each can change (warmup_for=egates leaves egated conditions as they are).
+EXIT_READINGS = {"warmup_for=egates": "X,FX", "exit_pi=tempered": "X,FX,EX,EFX"}
+EXIT_BETAS, EXIT_SEEDS = (0.05, 0.1, 0.5), (0, 1, 2)
 REFIT_RTOL = 1e-4  # model.grid_refit_rtol of the refit stage
 
 
@@ -113,6 +118,10 @@ def run(a) -> int:
         cmd = [sys.executable, str(ROOT / "scripts" / "rollout_probe.py"), f"{a.results}/rollout", "--out", f"{a.results}/rollout/probe"]
         print("+", " ".join(cmd[1:]), flush=True)
         subprocess.check_call(cmd)
+    elif a.stage == "exit-gate":  # the factorial's protocol (refit on 256), so its records are today's reading
+        for reading, conditions in EXIT_READINGS.items():
+            train([f"+condition={conditions}", f"results_root={a.results}/exit-gate", f"train.{reading}", "model.grid_refit_points=256",
+                   "beta=" + ",".join(map(str, EXIT_BETAS)), "seed=" + ",".join(map(str, EXIT_SEEDS)), "hydra.launcher.group=all"])
     else:
         train([f"results_root={a.results}/baseline_fixed-split", "dataset.data_seed=0"])
         # (the per-seed split is the factorial's Baseline; min-max inputs: results/calibration/minmax-10seeds)

@@ -350,6 +350,10 @@ def test_complexity_equals_a_hand_computation_with_two_exits():
     Ch1 = s1.sum()  # final layer (exit 1)
     hand = pi[1] * C0 + pi[0] * Ch0 + pi[1] * Ch1 + c.exit * 1
     assert complexity(model, c).item() == pytest.approx(hand, rel=1e-12)
+    # train.exit_pi=tempered: pi = softmax(log pi / tau_x), here (0.3^2, 0.7^2) normalized at tau 1/2
+    hot = pi**2 / (pi**2).sum()
+    tempered = hot[1] * C0 + hot[0] * Ch0 + hot[1] * Ch1 + c.exit * 1
+    assert complexity(model, c, exit_tau=0.5).item() == pytest.approx(tempered, rel=1e-12)
 
 
 def test_complexity_without_exits_is_the_sum_of_layer_costs():

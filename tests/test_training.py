@@ -26,6 +26,20 @@ def test_schedules():
     assert grid_update_epochs(t, Condition.from_name("Baseline")) == set(range(0, 50, 5))
     assert grid_update_epochs(t, Condition.from_name("EFX")) == {s + i for s in (0, 100, 500) for i in range(0, 50, 5)}
     assert grid_update_epochs(TrainConfig(epochs=10, batch_size=1, grid_updates=False), Condition()) == set()
+    literal = TrainConfig(epochs=1000, batch_size=64, warmup=500, fc_warmup=100, warmup_for="egates")  # X, FX: beta from epoch 0
+    assert grid_update_epochs(literal, Condition.from_name("FX")) == {s + i for s in (0, 100) for i in range(0, 50, 5)}
+    assert grid_update_epochs(literal, Condition.from_name("EFX")) == grid_update_epochs(t, Condition.from_name("EFX"))
+
+
+@pytest.mark.parametrize("warmup_for, x_beta_in_warmup", [("all", 0.0), ("egates", 0.5)])
+def test_the_warmup_holds_beta_at_zero_for_the_conditions_it_applies_to(warmup_for, x_beta_in_warmup):
+    runs = [RunConfig(DataConfig("sin_xy2", 0), Condition.from_name(c), KANSpec((2, 3, 3, 1)), Costs(), "threshold",
+                      TrainConfig(epochs=5, batch_size=32, compile=False, warmup=2, warmup_for=warmup_for), b, 0)
+            for c, b in (("X", 0.5), ("EX", 0.5), ("E", 0.1), ("Baseline", 0.0))]
+    x, y = toy_data(len(runs))
+    pack = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    assert pack.betas_at(1) == [x_beta_in_warmup, 0.0, 0.0, 0.0]
+    assert pack.betas_at(2) == [0.5, 0.5, 0.1, 0.0]
 
 
 def test_packed_members_match_runs_trained_one_at_a_time():

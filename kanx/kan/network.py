@@ -229,11 +229,12 @@ class GatedKAN(nn.Module):
         out[:, -1] = 1.0
         return out
 
-    def exit_probs(self) -> torch.Tensor:
-        """pi (M, E): softmax of the exit logits with X; [1] (the final layer) without."""
+    def exit_probs(self, tau: float | torch.Tensor | None = None) -> torch.Tensor:
+        """pi (M, E): softmax of the exit logits with X (of logits / tau when ``tau`` is
+        given: train.exit_pi=tempered); [1] (the final layer) without."""
         if not self.condition.exits:
             return torch.ones(self.M, 1, dtype=self.alpha.dtype, device=self.alpha.device)
-        pi = torch.softmax(self.exit_logits, dim=-1)
+        pi = torch.softmax(self.exit_logits if tau is None else self.exit_logits / tau, dim=-1)
         return torch.where(self.has_x.unsqueeze(-1), pi, self._last_exit()) if self.mixed else pi
 
     def exit_weights(self, u: torch.Tensor, tau: float) -> torch.Tensor | None:

@@ -63,7 +63,7 @@ def layer_complexities(model: GatedKAN, costs: Costs = Costs()) -> tuple[torch.T
     return as_tensor(trunk), as_tensor(heads)
 
 
-def complexity(model: GatedKAN, costs: Costs = Costs()) -> torch.Tensor:
+def complexity(model: GatedKAN, costs: Costs = Costs(), exit_tau: float | torch.Tensor | None = None) -> torch.Tensor:
     """L_C per member (M,).
 
     Without X, Eq. (approx-model-complexity): L_C = sum_{l=0}^{L-1} C_l.
@@ -71,12 +71,14 @@ def complexity(model: GatedKAN, costs: Costs = Costs()) -> torch.Tensor:
         L_C = sum_{l=0}^{L-2} (sum_{k>l} pi_k) C_l + sum_{l=0}^{L-1} pi_l C^h_l + c^x (L-1),
     the expected description length of the inference path under the exit distribution pi
     plus the cost of the exit gate's L-1 free parameters. In a mixed pack each member gets
-    its own condition's formula.
+    its own condition's formula. ``exit_tau``: pi = softmax(logits / exit_tau), the
+    tempered reading of train.exit_pi (default None: pi = softmax(logits), the "categorical
+    parameters" of "Training and inference").
     """
     trunk, heads = layer_complexities(model, costs)
     if not model.condition.exits:
         return trunk.sum(-1)
-    pi = model.exit_probs()  # (M, L)
+    pi = model.exit_probs(exit_tau)  # (M, L)
     reach = 1.0 - torch.cumsum(pi, dim=-1)[:, :-1]  # sum_{k>l} pi_k for l = 0..L-2
     with_exits = (reach * trunk).sum(-1) + (pi * heads).sum(-1) + costs.exit * (model.L - 1)
     if not model.mixed:
