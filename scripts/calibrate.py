@@ -235,6 +235,7 @@ def report(a) -> int:
     text += refit_section(results, pub)
     text += refit_points_section(results)
     text += rollout_section(results)
+    text += exit_gate_section(results, pub)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     notes = ROOT / "docs" / "calibration-notes.md"
     if notes.exists():
@@ -332,6 +333,38 @@ def refit_points_section(results: Path) -> list[str]:
 def _run_label(df: pd.DataFrame) -> pd.Series:
     """'EX b=0.01 s2', 'Baseline s0': a column name per probed run."""
     return df["condition"] + df["beta"].map(lambda b: f" b={b:g}" if b else "") + " s" + df["seed"].astype(str)
+
+
+def exit_gate_section(results: Path, pub: pd.DataFrame) -> list[str]:
+    """The exit each seed chose, and the cell's medians, under each reading of the exit gate,
+    next to today's reading (the factorial's seeds) and the published medians."""
+    root = results / "exit-gate" / "concrete"
+    readings = [("today: softmax pi, warmup for all", FACTORIAL, "default")]
+    readings += [(f"train.{r}", root, f"model.grid_refit_points=256,train.{r}") for r in EXIT_READINGS]
+    paper = pub.set_index(["condition", "beta"])
+    rows = []
+    for label, base, tag in readings:
+        for condition in ("X", "FX", "EX", "EFX"):
+            df = usable_runs(base / condition / tag)
+            if df.empty:
+                continue
+            df = df[df["seed"].isin(EXIT_SEEDS) & df["beta"].isin(EXIT_BETAS)].sort_values("seed")
+            for beta, g in df.groupby("beta"):
+                published = paper.loc[(condition, beta)]
+                rows.append({"reading": label, "condition": condition, "beta": beta, "seeds": len(g),
+                             "exit per seed": " ".join(str(int(e)) for e in g["exit"]),
+                             "edges": g["contributing_edges"].median(), "edges paper": published["edges_median"],
+                             "depth": g["depth"].median(), "depth paper": published["depth_median"],
+                             "RMSE": g["test_rmse"].median(), "RMSE paper": published["rmse_median"]})
+    if not rows:
+        return []
+    return ["## The exit gate without egates: readings (X, FX; EX, EFX where a reading can change them)", "",
+            "`python scripts/calibrate.py run exit-gate`: Concrete at the factorial's protocol (grid refit on 256 order "
+            "statistics), beta " + ", ".join(map(str, EXIT_BETAS)) + ", seeds " + ", ".join(map(str, EXIT_SEEDS)) + ", 5,000 "
+            "epochs, one reading changed at a time; today's rows are the same seeds of the factorial "
+            f"(`{FACTORIAL.relative_to(ROOT)}`). `train.warmup_for=egates` leaves EX and EFX unchanged by construction "
+            "(their warmup still applies), so only X and FX ran under it. Exit k uses trunk layers 0..k-1 (exit 0: one "
+            "layer, 13 edges). Medians over seeds; RMSE in MPa.", "", md(pd.DataFrame(rows), index=False), ""]
 
 
 def rollout_section(results: Path) -> list[str]:
