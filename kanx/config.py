@@ -31,7 +31,8 @@ _NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_ev
 # them: left out of the hash while they hold it, so older records keep their identity.
 # model.grid_refit_points: records from before it refit on 256 order statistics (the default
 # then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
-ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax"}
+ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax",
+               "train.tau_x_epochs": None}
 
 # Readings of the exit gate left open by the text (issue #18; docs/CALIBRATION.md "The exit
 # gate without egates"): which conditions have beta = 0 during the warmup, and the pi of L_C.
@@ -56,6 +57,7 @@ class TrainConfig:
     complexity_scale: str = "mdl_batch"
     warmup_for: str = "all"  # WARMUP_FOR: members with beta = 0 in the warmup (all where beta acts, or egated ones only)
     exit_pi: str = "softmax"  # EXIT_PI: pi in L_C, softmax(logits) or softmax(logits / tau_x)
+    tau_x_epochs: int | None = None  # tau_x reaches tau_x_end after this many epochs (None: at the last epoch)
     checkpoint_every: int = 500
     pack_size: int = 70
     compile: bool = True
@@ -235,6 +237,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         complexity_scale=_choice(t.get("complexity_scale", _TRAIN_DEFAULTS["complexity_scale"]), "train.complexity_scale", COMPLEXITY_SCALES),
         warmup_for=_choice(t.get("warmup_for", ADDED_LATER["train.warmup_for"]), "train.warmup_for", WARMUP_FOR),
         exit_pi=_choice(t.get("exit_pi", ADDED_LATER["train.exit_pi"]), "train.exit_pi", EXIT_PI),
+        tau_x_epochs=None if t.get("tau_x_epochs") is None else _int(t["tau_x_epochs"], "train.tau_x_epochs"),
         checkpoint_every=_int(t.get("checkpoint_every", _TRAIN_DEFAULTS["checkpoint_every"]), "train.checkpoint_every"),
         pack_size=_int(t.get("pack_size", _TRAIN_DEFAULTS["pack_size"]), "train.pack_size"),
         compile=bool(t.get("compile", _TRAIN_DEFAULTS["compile"])),
@@ -243,6 +246,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
     _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")
+    _require(train.tau_x_epochs is None or train.tau_x_epochs >= 1, f"train.tau_x_epochs={train.tau_x_epochs} must be >= 1, or null (anneal over all epochs)")
     _require(train.pack_size >= 1, f"train.pack_size={train.pack_size} must be >= 1")
     _require(train.log_every >= 0, f"train.log_every={train.log_every} must be >= 0 (0: about 200 rows a run)")
     _require(train.checkpoint_every >= 0, f"train.checkpoint_every={train.checkpoint_every} must be >= 0 (0: no checkpoints)")

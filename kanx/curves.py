@@ -27,7 +27,7 @@ import torch
 from kanx import records as R
 from kanx import vocab
 from kanx.kan.objective import complexity
-from kanx.training import Pack, Progress, tau_x
+from kanx.training import Pack, Progress, tau_x, tau_x_span
 
 METRICS = vocab.METRICS
 
@@ -48,7 +48,7 @@ class Curves:
         if pack.epoch % self.every and pack.epoch != pack.train_cfg.epochs:
             return
         model, cfg = pack.model, pack.train_cfg
-        tau = tau_x(progress.epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
+        tau = tau_x(progress.epoch, tau_x_span(cfg), cfg.tau_x_start, cfg.tau_x_end)
         lc = complexity(model, pack.costs, pack.exit_tau(tau)).cpu()
         open_gates = (model.inference_gates(pack.estimator) > 0).sum(-1).cpu()  # existing edges only
         pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()

@@ -50,8 +50,14 @@ def fc_active(epoch: int, fc_warmup: int) -> bool:
 
 
 def tau_x(epoch: int, epochs: int, start: float = 5.0, end: float = 0.1) -> float:
-    """Exit-gate temperature, exponential from ``start`` at epoch 0 to ``end`` at the last."""
-    return start * (end / start) ** (epoch / max(epochs - 1, 1))
+    """Exit-gate temperature, exponential from ``start`` at epoch 0 to ``end`` at epoch
+    ``epochs`` - 1, and ``end`` from there on."""
+    return start * (end / start) ** (min(epoch, epochs - 1) / max(epochs - 1, 1))
+
+
+def tau_x_span(train: TrainConfig) -> int:
+    """The epochs over which tau_x anneals: train.tau_x_epochs, or the whole training (null)."""
+    return train.tau_x_epochs or train.epochs
 
 
 def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[int]:
@@ -186,7 +192,7 @@ class Pack:
         if epoch in self.grid_epochs:
             model.update_grid(self.x, self.alive & self.grid_epochs[epoch])
         beta = torch.tensor(self.betas_at(epoch), dtype=torch.float32, device=self.device)
-        tau = tau_x(epoch, cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
+        tau = tau_x(epoch, tau_x_span(cfg), cfg.tau_x_start, cfg.tau_x_end)
 
         N, bs = self.x.shape[1], cfg.batch_size
         n_batches = math.ceil(N / bs)

@@ -55,7 +55,7 @@ COMBOS = {  # name -> dataset overrides
 STAGES = ("screen", "scale", "combos", "split", "minmax", "refit", "refit-points", "rollout", "exit-gate")
 # Readings of the exit gate without egates (issue #18), each a train.* option against today's
 # default; the conditions each can change (warmup_for=egates leaves egated conditions as they are).
-EXIT_READINGS = {"warmup_for=egates": "X,FX", "exit_pi=tempered": "X,FX,EX,EFX"}
+EXIT_READINGS = {"warmup_for=egates": "X,FX", "exit_pi=tempered": "X,FX,EX,EFX", "tau_x_epochs=500": "X,FX,EX,EFX"}
 EXIT_BETAS, EXIT_SEEDS = (0.05, 0.1, 0.5), (0, 1, 2)
 REFIT_RTOL = 1e-4  # model.grid_refit_rtol of the refit stage
 

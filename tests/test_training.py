@@ -22,6 +22,7 @@ def test_schedules():
     assert not fc_active(99, 100) and fc_active(100, 100)
     assert tau_x(0, 100) == pytest.approx(5.0) and tau_x(99, 100) == pytest.approx(0.1)
     assert tau_x(50, 101) == pytest.approx(math.sqrt(5.0 * 0.1))
+    assert tau_x(499, 500) == pytest.approx(0.1) and tau_x(4999, 500) == pytest.approx(0.1)  # train.tau_x_epochs: then held
     t = TrainConfig(epochs=1000, batch_size=64, warmup=500, fc_warmup=100)
     assert grid_update_epochs(t, Condition.from_name("Baseline")) == set(range(0, 50, 5))
     assert grid_update_epochs(t, Condition.from_name("EFX")) == {s + i for s in (0, 100, 500) for i in range(0, 50, 5)}
