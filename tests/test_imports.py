@@ -101,3 +101,10 @@ def test_no_import_cycle_between_draw_and_analyze():
     assert not (from_draw and from_analyze), (
         f"cycle: {' -> '.join(next(iter(from_draw.values())))} and {' -> '.join(next(iter(from_analyze.values())))}")
     assert not from_draw, f"kanx.draw reaches the analysis: {[' -> '.join(c) for c in from_draw.values()]}"
+
+
+def test_no_launcher_imports_the_entry_module():
+    # kanx.train is Hydra's entry point; what the launchers share with it (fail,
+    # discard_if_empty) lives in kanx.errors and kanx.records.
+    for path in sorted((REPO / "hydra_plugins").rglob("*.py")):
+        assert "kanx.train" not in imports_of(module_name(path), path), path

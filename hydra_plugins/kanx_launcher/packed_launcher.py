@@ -61,7 +61,7 @@ def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], ini
     """What every kanx launcher does first: Hydra's globals and logging, kanx's resolvers,
     refuse an empty sweep, then compose every job (keeping Hydra's singletons as they were)."""
     from kanx.config import register_resolvers
-    from kanx.train import fail
+    from kanx.errors import fail
 
     setup_globals()
     register_resolvers()
@@ -87,10 +87,10 @@ class PackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from kanx.errors import ConfigError
+        from kanx.errors import ConfigError, fail
         from kanx.plan import stop_on_signals
+        from kanx.records import discard_if_empty
         from kanx.runner import run_jobs
-        from kanx.train import discard_if_empty, fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
         stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop

@@ -301,9 +301,9 @@ class SlurmLauncher(Launcher):
 
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from kanx.errors import ConfigError
+        from kanx.errors import ConfigError, fail
+        from kanx.records import discard_if_empty
         from kanx.runner import make_packs, prepare_jobs
-        from kanx.train import discard_if_empty, fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
         try:
@@ -341,7 +341,7 @@ class SlurmLauncher(Launcher):
     def _submit(self, packs: list, sbatch: dict) -> list:
         """Submit one array (a task per pack); returns [(submitit job, pack)]."""
         from kanx import records as R
-        from kanx.train import fail
+        from kanx.errors import fail
 
         folder = Path(str(self.params["submitit_folder"])).absolute()
         try:
@@ -423,9 +423,8 @@ class SlurmLauncher(Launcher):
         LAUNCHER=slurm`) as one array, packs cut across the sweeps by ``group``; wait for it
         unless wait=false. Returns the number of runs left without a record (0 with
         wait=false)."""
-        from kanx.errors import ConfigError
+        from kanx.errors import ConfigError, fail
         from kanx.runner import make_packs
-        from kanx.train import fail
 
         try:
             sbatch = self._check_params()
