@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from kanx import records
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 
@@ -156,11 +157,9 @@ def stop_on_signals() -> None:
 
 
 def _train_and_report(train_pack, pack, prefix: str) -> int:
-    from kanx import records as R
-
     start = time.perf_counter()
     train_pack(pack)
-    states = [R.read_state(j.run_dir) for j in pack]
+    states = [records.read_state(j.run_dir) for j in pack]
     failed = sum(s.record is not None and s.record.get("status") == "failed" for s in states)
     names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
     print(f"{prefix} pack of {len(pack)} ({names}) finished in {(time.perf_counter() - start) / 60:.1f} min"

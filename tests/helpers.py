@@ -13,7 +13,7 @@ from hydra import compose
 
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
-from kanx.training import Pack
+from kanx.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 # Toy sizes for CLI sweeps: small data, small batches, the eager basis (no compile start-up).
@@ -27,9 +27,9 @@ def toy_data(M, N=128, seed=0):
     return x, torch.sin(2 * x[..., :1] + x[..., 1:] ** 2)
 
 
-def trained(runs, x, y, device=None, epochs=None) -> Pack:
-    """A Pack of these runs trained to the end, or to ``epochs``."""
-    pack = Pack(runs, x, y, x.shape[1], device or torch.device("cpu"))
+def trained(runs, x, y, device=None, epochs=None) -> Trainer:
+    """A Trainer of these runs trained to the end, or to ``epochs``."""
+    pack = Trainer(runs, x, y, x.shape[1], device or torch.device("cpu"))
     if epochs is None:
         pack.train()
     else:

@@ -46,8 +46,8 @@ from kanx.analyze import (
 from kanx.analyze.__main__ import main
 from kanx.analyze.aggregate import architecture_edges, ungated_structure_check
 from kanx.analyze.figures import pareto_figure, pareto_runs
+from kanx.analyze.labels import CONDITIONS, GATED, family_label
 from kanx.analyze.published import PAPER_HV
-from kanx.analyze.registry import CONDITIONS, GATED, family_label
 from kanx.analyze.tables import absolute_markdown, hv_csv, hv_latex, hv_markdown
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,12 +19,12 @@ from hydra import compose
 
 import kanx
 from kanx import draw
-from kanx import records as R
 from kanx.analyze.select import draw_median_models, median_runs
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.structure import edge_roles, model_structure, trace
+from kanx.records import seal, write_record
 from kanx.runner import run_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def runs(tmp_path_factory):
     saved["model"]["alpha"] = alpha
     saved["model"]["exit_logits"] = torch.tensor([-5.0, -5.0, 5.0])  # the final exit
     torch.save(saved, hand / "model.pt")
-    R.seal(hand)  # a deliberate edit: the done marker's checksums follow it
+    seal(hand)  # a deliberate edit: the done marker's checksums follow it
     return {"EFX": efx, "Baseline": base, "hand": hand, "root": root}
 
 
@@ -210,7 +210,7 @@ def test_median_runs_pick_the_median_seed_of_ok_runs(runs, tmp_path):
         rec = json.loads((dst / "record.json").read_text())
         rec.update(beta=beta, seed=seed, status=status)
         rec["metrics"]["test_rmse"] = rmse
-        R.write_record(dst, rec)  # with the done marker's checksums, as kanx writes it
+        write_record(dst, rec)  # with the done marker's checksums, as kanx writes it
 
     for seed, rmse in [(0, 0.3), (1, 0.1), (2, 0.2)]:
         clone(runs["EFX"], "EFX", 0.2, seed, rmse)

@@ -86,7 +86,7 @@ def test_every_module_imports_in_a_fresh_interpreter():
 def test_the_import_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "kanx.draw" in graph["kanx.analyze.select"]  # inside draw_median_models
-    assert "kanx.analyze.records" in graph["kanx.analyze.select"]  # from .records import ...
+    assert "kanx.analyze.collect" in graph["kanx.analyze.select"]  # from .collect import ...
     assert "kanx.load" in graph["kanx"]  # from kanx import load, inside __getattr__
     assert "kanx.kan.network" not in graph["kanx.kan.structure"]  # under TYPE_CHECKING only
 

@@ -28,13 +28,12 @@ def test_dataset_files_and_the_data_registry_are_the_vocabulary():
 
 def test_one_owner_for_condition_and_record_names():
     from kanx import records
-    from kanx.analyze import records as analysis_records
-    from kanx.analyze import registry
+    from kanx.analyze import collect, labels
     from kanx.kan.spec import Condition
 
-    assert Condition.NAMES is vocab.CONDITIONS and registry.CONDITIONS is vocab.CONDITIONS
-    assert records.SCHEMA_VERSION == analysis_records.SCHEMA_VERSION == vocab.SCHEMA_VERSION
-    assert analysis_records.RECORD_NAME == records.RECORD == vocab.RECORD
+    assert Condition.NAMES is vocab.CONDITIONS and labels.CONDITIONS is vocab.CONDITIONS
+    assert records.SCHEMA_VERSION == collect.SCHEMA_VERSION == vocab.SCHEMA_VERSION
+    assert collect.RECORD_NAME == records.RECORD == vocab.RECORD
 
 
 def test_yaml_defaults_agree_with_the_config_dataclasses():

@@ -36,6 +36,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.kanx_launcher.packed_launcher import start_launch
+from kanx import records
 
 log = logging.getLogger("kanx")
 
@@ -119,12 +120,10 @@ class PackTask:
         """overwrite=true: drop each run's old record (and any checkpoint) once, when the task
         first starts; a requeued attempt then runs with overwrite off, so it resumes from its
         own checkpoints and keeps the records it has already written."""
-        from kanx import records as R
-
         runs = []
         for container, run_dir in self.runs:
             if container.get("overwrite"):
-                for name in (R.DONE, R.CHECKPOINT):
+                for name in (records.DONE, records.CHECKPOINT):
                     (Path(run_dir) / name).unlink(missing_ok=True)
                 container = {**container, "overwrite": False}
             runs.append((container, run_dir))
@@ -340,7 +339,6 @@ class SlurmLauncher(Launcher):
 
     def _submit(self, packs: list, sbatch: dict) -> list:
         """Submit one array (a task per pack); returns [(submitit job, pack)]."""
-        from kanx import records as R
         from kanx.errors import fail
 
         folder = Path(str(self.params["submitit_folder"])).absolute()
@@ -356,7 +354,7 @@ class SlurmLauncher(Launcher):
             fail(f"sbatch refused the array of {len(tasks)} task(s): {str(e).strip()}")
         for sjob, pack in zip(sjobs, packs, strict=True):
             for job in pack:
-                R.atomic_write_bytes(job.run_dir / JOB_MARKER, f"{sjob.job_id}\n".encode())
+                records.atomic_write_bytes(job.run_dir / JOB_MARKER, f"{sjob.job_id}\n".encode())
         array_id = sjobs[0].job_id.split("_")[0]
         n_runs = sum(len(p) for p in packs)
         per = f"packs of up to {max(len(p) for p in packs)} runs" if self.params["pack"] else "one run each"
@@ -406,10 +404,8 @@ class SlurmLauncher(Launcher):
         return failures
 
     def _job_return(self, cfg: DictConfig, run_dir: Path, overrides: list, wait: bool, failures: Optional[dict] = None) -> JobReturn:  # noqa: UP045
-        from kanx import records as R
-
         ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
-        record = R.read_state(run_dir).record
+        record = records.read_state(run_dir).record
         ret.status = JobStatus.COMPLETED
         ret.return_value = record  # None with wait=false for runs still to train
         if wait and record is None:
@@ -441,9 +437,7 @@ class SlurmLauncher(Launcher):
             print(f"kanx: SLURM job(s) {' '.join(ids) or '(none)'} submitted or still queued; not waiting (hydra.launcher.wait=false)")
             return 0
         self._wait(submitted, busy)
-        from kanx import records as R
-
-        return sum(R.read_state(j.run_dir).record is None for j in prepared)
+        return sum(records.read_state(j.run_dir).record is None for j in prepared)
 
     def _print_later(self, submitted: list, busy: dict, jobs: list) -> None:
         """wait=false: the job ids, and how to follow them and analyse the results."""

@@ -12,8 +12,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from .records import active_runs, canonical_beta, load_runs
-from .registry import CONDITIONS, UNGATED
+from .collect import active_runs, canonical_beta, load_runs
+from .labels import CONDITIONS, UNGATED
 
 
 def median_runs(records_root: str | Path, dataset: str, beta: float | None = None) -> dict[str, Path]:

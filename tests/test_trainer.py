@@ -9,7 +9,7 @@ from helpers import toy_data, trained
 from kanx.config import DataConfig, RunConfig, TrainConfig
 from kanx.kan.network import Condition, KANSpec
 from kanx.kan.objective import Costs
-from kanx.training import Pack, beta_active, fc_active, grid_update_epochs, tau_x
+from kanx.trainer import Trainer, beta_active, fc_active, grid_update_epochs, tau_x
 
 
 def make_runs(condition="EFX", seeds=(0, 1, 2), betas=(0.0, 0.05, 0.5), epochs=5, **train):
@@ -37,7 +37,7 @@ def test_the_warmup_holds_beta_at_zero_for_the_conditions_it_applies_to(warmup_f
                       TrainConfig(epochs=5, batch_size=32, compile=False, warmup=2, warmup_for=warmup_for), b, 0)
             for c, b in (("X", 0.5), ("EX", 0.5), ("E", 0.1), ("Baseline", 0.0))]
     x, y = toy_data(len(runs))
-    pack = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    pack = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
     assert pack.betas_at(1) == [x_beta_in_warmup, 0.0, 0.0, 0.0]
     assert pack.betas_at(2) == [0.5, 0.5, 0.1, 0.0]
 
@@ -82,11 +82,11 @@ def test_resuming_from_member_states_gives_the_same_model():
     runs = make_runs(epochs=6)
     x, y = toy_data(3)
     full = trained(runs, x, y)
-    first = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    first = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
     while first.epoch < 3:
         first.run_epoch()
     states = [first.member_state(m) for m in range(3)]
-    resumed = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    resumed = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
     resumed.load_member_states(states)
     resumed.train()
     for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):

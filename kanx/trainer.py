@@ -108,8 +108,9 @@ def member_grid_updates(train: TrainConfig, conditions: Sequence[Condition]) -> 
     return schedule
 
 
-class Pack:
-    """M runs trained together. Parameters, data and noise all carry the member axis."""
+class Trainer:
+    """The trainer of a pack: M runs trained together. Parameters, data and noise all carry
+    the member axis."""
 
     def __init__(self, runs: Sequence[RunConfig], x_train: torch.Tensor, y_train: torch.Tensor, n_train: int, device: torch.device):
         """x_train (M, N, n_0), y_train (M, N, n_L): each member's training data, already
@@ -256,7 +257,7 @@ class Pack:
                 p.grad[dead] = 0.0
 
     # ---------------------------------------------------------------- train / evaluate
-    def train(self, on_epoch: Callable[[Pack, Progress], None] | None = None) -> None:
+    def train(self, on_epoch: Callable[[Trainer, Progress], None] | None = None) -> None:
         start = time.perf_counter() - self.train_seconds
         while self.epoch < self.train_cfg.epochs:
             progress = self.run_epoch()
