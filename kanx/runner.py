@@ -178,8 +178,10 @@ def check_machine(packs: Sequence[Sequence[Job]]) -> None:
     check_memory(packs)
 
 
-def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep") -> list[dict]:
-    """Run every job (skipping finished ones) and return the records of all of them."""
+def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep",
+             checkpointer: Checkpointer | None = None) -> list[dict]:
+    """Run every job (skipping finished ones) and return the records of all of them.
+    ``checkpointer``: the signal handler's, pointed at each pack while it trains."""
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     if len(todo) < len(jobs):
@@ -187,7 +189,7 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
     for pack in packs:
-        train_pack(pack)
+        train_pack(pack, checkpointer)
     return [records.read_state(j.run_dir).record for j in jobs]
 
 
@@ -224,7 +226,7 @@ def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
     return mine
 
 
-def train_pack(jobs: Sequence[Job]) -> None:
+def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) -> None:
     """Train one pack and write its records. An exception becomes a `failed` record for
     each of its runs (retried on the next invocation), never a crash of the sweep. Each
     run's lock is held while it trains."""
@@ -233,7 +235,7 @@ def train_pack(jobs: Sequence[Job]) -> None:
     if not jobs:
         return
     try:
-        _train_pack(jobs, start)
+        _train_pack(jobs, start, checkpointer)
     except KeyboardInterrupt:
         raise
     except Exception:
@@ -248,19 +250,28 @@ def train_pack(jobs: Sequence[Job]) -> None:
             records.unlock(job.run_dir)
 
 
-# The pack being trained in this process and its state at the last epoch boundary, so a
-# preemption signal (SLURM, see hydra_plugins/kanx_launcher) can checkpoint it exactly.
-_ACTIVE: dict = {}
+class Checkpointer:
+    """Checkpoints the pack in training on demand, as of its last finished epoch.
 
+    Whoever handles the stop signals (kanx.plan.stop_on_signals, the SLURM task) owns one
+    and hands it to run_jobs or train_pack, which point it at each pack while it trains; the
+    state it saves is the trainer's own (Trainer.last_state).
+    """
 
-def save_active_checkpoint() -> int:
-    """Write the checkpoint of the pack being trained, as of its last finished epoch.
-    Returns the number of runs checkpointed (0 if none is training)."""
-    jobs, trainer, state = _ACTIVE.get("jobs"), _ACTIVE.get("trainer"), _ACTIVE.get("state")
-    if not jobs or state is None:
-        return 0
-    _write_checkpoints(jobs, trainer, state)
-    return len(jobs)
+    def __init__(self) -> None:
+        self.jobs: Sequence[Job] = ()
+        self.trainer: Trainer | None = None
+
+    def watch(self, jobs: Sequence[Job], trainer: Trainer | None) -> None:
+        self.jobs, self.trainer = jobs, trainer
+
+    def save(self) -> int:
+        """Write the checkpoints of the pack in training. Returns the number of runs
+        checkpointed (0 if none is training, or it has not finished an epoch yet)."""
+        if not self.jobs or self.trainer is None or self.trainer.last_state is None:
+            return 0
+        _write_checkpoints(self.jobs, self.trainer, self.trainer.last_state)
+        return len(self.jobs)
 
 
 def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
@@ -296,7 +307,7 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
     return datasets, scalings, x, y
 
 
-def _train_pack(jobs: Sequence[Job], start: float) -> None:
+def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None) -> None:
     from kanx.data import evaluate_members, stack_scalings
 
     runs = [j.run for j in jobs]
@@ -325,17 +336,18 @@ def _train_pack(jobs: Sequence[Job], start: float) -> None:
         if progress.epoch % every == 0 or trainer.epoch == cfg.epochs:
             open_gates = (trainer.model.inference_gates(trainer.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
-        state = trainer.full_state()
-        _ACTIVE.update(jobs=jobs, trainer=trainer, state=state)
         if cfg.checkpoint_every and trainer.epoch % cfg.checkpoint_every == 0 and trainer.epoch < cfg.epochs:
-            _write_checkpoints(jobs, trainer, state)
+            _write_checkpoints(jobs, trainer, trainer.last_state)
             curves.flush()
             log.info(_progress_line(trainer, progress, name, cfg.epochs, resumed_at))
 
+    if checkpointer is not None:
+        checkpointer.watch(jobs, trainer)
     try:
         trainer.train(on_epoch)
     finally:
-        _ACTIVE.clear()
+        if checkpointer is not None:
+            checkpointer.watch((), None)
         bar.close()
     curves.flush()
 

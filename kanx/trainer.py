@@ -137,6 +137,7 @@ class Trainer:
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
         self.static_steps = None  # kanx.graphs.StaticSteps, with train.cuda_graph
         self.epoch = 0  # the next epoch to run
+        self.last_state: dict | None = None  # full_state() at the last epoch boundary train() passed: what a signal checkpoints
         self.steps = 0
         self.train_seconds = 0.0
 
@@ -262,6 +263,7 @@ class Trainer:
         while self.epoch < self.train_cfg.epochs:
             progress = self.run_epoch()
             self.train_seconds = time.perf_counter() - start
+            self.last_state = self.full_state()
             if on_epoch is not None:
                 on_epoch(self, progress)
         self.model.fc_enabled = self.condition.forward

@@ -72,7 +72,6 @@ def time_pack(pack, steps: int, device: torch.device) -> dict:
     # Past every warmup and its grid-update burst, so forward connections are on, L_C is in
     # the loss, and no grid update falls inside the timed epochs, as for most epochs.
     p.epoch = max(cfg.warmup, cfg.fc_warmup) + cfg.grid_update_count * cfg.grid_update_every
-    p.model.fc_enabled = p.condition.forward
     p.run_epoch()  # warm-up (compile)
     sync(device)
     done, t0 = 0, time.perf_counter()

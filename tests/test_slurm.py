@@ -64,7 +64,7 @@ def test_overwrite_drops_old_records_on_the_first_attempt_only(tmp_path, monkeyp
     for name in ("record.json", "done", "checkpoint.pt"):
         (run / name).write_text("old")
     seen = []
-    monkeypatch.setattr(kanx.runner, "run_jobs", lambda runs, pack_size, group: seen.append((runs, pack_size)) or [None])
+    monkeypatch.setattr(kanx.runner, "run_jobs", lambda runs, pack_size, group, checkpointer: seen.append((runs, pack_size, checkpointer)) or [None])
     monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
@@ -74,6 +74,7 @@ def test_overwrite_drops_old_records_on_the_first_attempt_only(tmp_path, monkeyp
     first = restarts == ""
     assert (run / "done").exists() is not first and (run / "checkpoint.pt").exists() is not first
     assert [c["overwrite"] for c, _ in seen[0][0]] == [False, False] and seen[0][1] == 2
+    assert isinstance(seen[0][2], kanx.runner.Checkpointer)  # the task's, which its signal handlers save
 
 
 def test_a_failed_task_is_reported_by_its_exception_line():

@@ -93,6 +93,28 @@ def test_resuming_from_member_states_gives_the_same_model():
         assert torch.equal(a, b), name
 
 
+def test_the_trainer_keeps_its_state_at_the_last_epoch_boundary(tmp_path):
+    from kanx.runner import Checkpointer, Job
+
+    runs = make_runs(epochs=3)
+    x, y = toy_data(3)
+    seen = []
+    pack = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
+    assert pack.last_state is None  # nothing to checkpoint before the first epoch has ended
+    pack.train(lambda t, progress: seen.append(t.last_state["epoch"]))
+    assert seen == [1, 2, 3]
+    jobs = [Job({}, run, tmp_path / str(m), f"hash{m}") for m, run in enumerate(runs)]
+    for job in jobs:
+        job.run_dir.mkdir()
+    checkpointer = Checkpointer()
+    assert checkpointer.save() == 0  # no pack in training
+    checkpointer.watch(jobs, pack)
+    assert checkpointer.save() == 3
+    saved = torch.load(jobs[1].run_dir / "checkpoint.pt", weights_only=True)
+    assert saved["epoch"] == 3 and saved["config_hash"] == "hash1"
+    assert torch.equal(saved["state"]["model"]["stages.0.coef"], pack.member_state(1)["model"]["stages.0.coef"])
+
+
 def test_same_seed_same_numbers():
     x, y = toy_data(1)
     a = trained(make_runs(seeds=(3,), betas=(0.1,)), x, y)

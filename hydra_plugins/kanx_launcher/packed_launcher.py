@@ -93,10 +93,10 @@ class PackedLauncher(Launcher):
         from kanx.runner import run_jobs
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
-        stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop
+        checkpointer = stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         try:
-            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group)
+            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group, checkpointer=checkpointer)
         except ConfigError as e:
             discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)

@@ -10,7 +10,7 @@ with ``wait=false`` prints the job id and how to collect the results later.
 Each array task runs a `PackTask`, a submitit checkpointable callable. On SLURM's
 pre-timeout or preemption signal (USR2, sent ``signal_delay_s`` before the time limit or by
 ``scancel --signal=USR2``) submitit calls `PackTask.checkpoint`, which writes exact
-checkpoints as of the last finished epoch (`kanx.runner.save_active_checkpoint`) and
+checkpoints as of the last finished epoch (the task's `kanx.runner.Checkpointer`) and
 requeues the task; the requeued task resumes from them, because the runner resumes any run
 whose ``checkpoint.pt`` carries the same config hash. docs/SLURM.md has the whole story.
 No ``from __future__ import annotations`` here: Hydra's plugin scan imports this module and
@@ -84,9 +84,14 @@ class PackTask:
 
     def __init__(self, runs: list[tuple[dict, str]]) -> None:
         self.runs = runs
+        self.checkpointer = None  # kanx.runner.Checkpointer of the pack in training, while this task runs
+
+    def __getstate__(self) -> dict:
+        # submitit pickles the task to requeue it: its runs, not the pack in training.
+        return {**self.__dict__, "checkpointer": None}
 
     def __call__(self) -> list[Optional[dict]]:  # noqa: UP045
-        from kanx.runner import run_jobs
+        from kanx.runner import Checkpointer, run_jobs
 
         _task_logging()
         _limit_threads()
@@ -99,18 +104,17 @@ class PackTask:
             self.runs = [({**c, "overwrite": False}, d) for c, d in self.runs]
         # SIGTERM comes from scancel, from preemption on clusters that send no USR2, and from
         # the time limit when USR2 was missed: saving is cheap, and a later submission resumes.
-        signal.signal(signal.SIGTERM, _save_then(signal.getsignal(signal.SIGTERM)))
+        self.checkpointer = Checkpointer()
+        signal.signal(signal.SIGTERM, _save_then(signal.getsignal(signal.SIGTERM), self.checkpointer))
         log.info(f"array task: {len(self.runs)} run(s), attempt {restarts + 1}")
         # The submitter cut this pack (by its group); train it as one, whatever it mixes.
-        return run_jobs(self.runs, pack_size=len(self.runs), group="all")
+        return run_jobs(self.runs, pack_size=len(self.runs), group="all", checkpointer=self.checkpointer)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit on USR2: save the training pack's state, requeue this task."""
         import submitit
 
-        from kanx.runner import save_active_checkpoint
-
-        n = save_active_checkpoint()
+        n = self.checkpointer.save() if self.checkpointer is not None else 0
         log.warning(f"preemption/time-limit signal: saved exact checkpoints of {n} run(s); requeueing" if n
                     else "preemption/time-limit signal: no pack is mid-training (none started, or it is writing records), "
                          "nothing new to save; requeueing")
@@ -148,12 +152,10 @@ def _limit_threads() -> None:
         torch.set_num_threads(int(cpus))
 
 
-def _save_then(previous: Any) -> Any:
+def _save_then(previous: Any, checkpointer: Any) -> Any:
     def handler(signum: int, frame: Any) -> None:
-        from kanx.runner import save_active_checkpoint
-
         try:
-            n = save_active_checkpoint()
+            n = checkpointer.save()
             if n:
                 log.warning(f"{signal.Signals(signum).name}: saved exact checkpoints of {n} run(s)")
         except Exception as e:  # a signal handler must not raise into the training loop

@@ -18,7 +18,8 @@ on the input samples, so the merge changes nothing but the number of small ops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -193,6 +194,18 @@ class GatedKAN(nn.Module):
         if self.mixed:
             return self.own_edges * (1.0 - self.fc_input) if fc_off else self.own_edges
         return 1.0 - self.fc_input if fc_off else torch.ones_like(self.fc_input)
+
+    @contextmanager
+    def forward_connections(self, on: bool) -> Iterator[GatedKAN]:
+        """Evaluate with forward connections on or off, then give back the setting the
+        trainer chose for the epoch: the trainer owns fc_enabled (the FC warmup), and the
+        readers of a model (structure, drawing, formula) must not leave it changed."""
+        before = self.fc_enabled
+        self.fc_enabled = on
+        try:
+            yield self
+        finally:
+            self.fc_enabled = before
 
     def _alpha(self) -> torch.Tensor:
         """Egate logits, frozen (no gradient) for the members without E."""
