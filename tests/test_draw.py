@@ -15,29 +15,20 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 import torch
-from hydra import compose
+from helpers import ROOT, TOY, train_run
 
 import kanx
 from kanx import draw
 from kanx.analyze.select import draw_median_models, median_runs
-from kanx.confdir import initialize_conf
-from kanx.config import register_resolvers
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.structure import edge_roles, model_structure, trace
 from kanx.records import seal, write_record
-from kanx.runner import run_jobs
 
-ROOT = Path(__file__).resolve().parents[1]
-TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false", "train.epochs=3",
-       "train.warmup=1", "train.fc_warmup=1", "device=cpu"]
+SHORT = [*TOY, "train.epochs=3", "train.warmup=1", "train.fc_warmup=1", "device=cpu"]
 
 
 def _train(run_dir: Path, *overrides) -> Path:
-    register_resolvers()
-    with initialize_conf():
-        cfg = compose("config", overrides=[*TOY, *overrides])
-    run_jobs([(cfg, run_dir)])
-    return run_dir
+    return train_run(run_dir, *SHORT, *overrides)
 
 
 @pytest.fixture(scope="module")

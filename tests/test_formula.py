@@ -17,19 +17,15 @@ import numpy as np
 import pytest
 import sympy as sp
 import torch
-from hydra import compose
+from helpers import train_run
 
 import kanx
 from kanx import formula
-from kanx.confdir import initialize_conf
-from kanx.config import register_resolvers
 from kanx.data import Scaling
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.spline import fit_coefficients
 from kanx.records import seal
-from kanx.runner import run_jobs
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 # ------------------------------------------------------------------ the fit
@@ -249,12 +245,8 @@ def test_tolerance_keeps_a_poorly_fitted_edge_numeric():
 
 
 def _train_toy(run_dir: Path, *overrides) -> Path:
-    register_resolvers()
-    with initialize_conf():
-        cfg = compose("config", overrides=["dataset.n_train=256", "dataset.n_test=128", "train.batch_size=64", "train.compile=false",
-                                           "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "device=cpu", *overrides])
-    run_jobs([(cfg, run_dir)])
-    return run_dir
+    return train_run(run_dir, "dataset.n_train=256", "dataset.n_test=128", "train.batch_size=64", "train.compile=false",
+                     "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "device=cpu", *overrides)
 
 
 @pytest.fixture(scope="module")

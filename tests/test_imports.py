@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGE = REPO / "kanx"
+from helpers import ROOT
+
+PACKAGE = ROOT / "kanx"
 
 
 def module_name(path: Path) -> str:
-    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     return name.removesuffix(".__init__")
 
 
@@ -79,7 +80,7 @@ def in_package(name: str, package: str) -> bool:
 
 def test_every_module_imports_in_a_fresh_interpreter():
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-    done = subprocess.run([sys.executable, "-c", code, *MODULES], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code, *MODULES], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -106,5 +107,5 @@ def test_no_import_cycle_between_draw_and_analyze():
 def test_no_launcher_imports_the_entry_module():
     # kanx.train is Hydra's entry point; what the launchers share with it (fail,
     # discard_if_empty) lives in kanx.errors and kanx.records.
-    for path in sorted((REPO / "hydra_plugins").rglob("*.py")):
+    for path in sorted((ROOT / "hydra_plugins").rglob("*.py")):
         assert "kanx.train" not in imports_of(module_name(path), path), path

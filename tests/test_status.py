@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import ROOT
 
 from kanx.records import write_record
 from kanx.status import collect, eta_seconds, main
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_run(folder: Path, status: str | None = "ok", config: dict | None = None, epoch: int | None = None, lock: bool = False,
