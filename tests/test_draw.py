@@ -88,8 +88,7 @@ def _drawn_gids(fig) -> tuple[set, set]:
 def test_drawn_edges_are_the_contributing_edges(runs, name):
     run = kanx.load_run(runs[name])
     structure = model_structure(run.model, run.gate_estimator)[0]
-    fig = draw.draw_run(run)
-    d = fig.kanx_drawing
+    fig, d = draw.draw_run(run)
     assert d.range_source == "training data"
     # Path edges + bias components, as drawn, are the run's contributing edges.
     assert d.contributing_edges == structure.contributing_edges and d.roles.depth == structure.depth
@@ -103,7 +102,7 @@ def test_drawn_edges_are_the_contributing_edges(runs, name):
     contributing = {(e.stage, e.i, e.o, e.role) for e in d.drawn}
     assert plots == contributing and lines == contributing
     # With --show-closed the other edges appear too, as lines only.
-    plots, lines = _drawn_gids(draw.draw_run(run, show_closed=True))
+    plots, lines = _drawn_gids(draw.draw_run(run, show_closed=True)[0])
     assert plots == contributing
     assert lines - contributing == {(e.stage, e.i, e.o, "hidden") for e in d.hidden}
 
@@ -139,7 +138,7 @@ def test_hand_set_gates(runs):
     assert {k for k, r in role.items() if r == "bias"} == {(2, 3, 0), (1, 3, 0)}
     assert d.contributing_edges == 5 and d.selected_exit == 2
     assert role[(0, 1, 2)] == "hidden"  # open, but into an exit that is not selected
-    fig = draw.draw_run(kanx.load_run(runs["hand"]))
+    fig, _ = draw.draw_run(kanx.load_run(runs["hand"]))
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts.count("bias") == 2  # one label per bias edge's plot
     forward = {(e.stage, e.i, e.o) for e in d.drawn if e.forward}
