@@ -58,7 +58,7 @@ def available_bytes(device: str) -> int | None:
     (psutil if installed, else /proc/meminfo); None when it cannot be told."""
     import torch
 
-    from kanx.training import resolve_device
+    from kanx.trainer import resolve_device
 
     if resolve_device(device).type == "cuda":
         return int(torch.cuda.mem_get_info()[0])

@@ -97,7 +97,7 @@ class RunConfig:
     def pack_key(self) -> tuple:
         """Runs with equal keys can train as one pack: they share the training protocol and
         the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
-        may differ in condition, beta, seed and dataset (kanx.training.Pack)."""
+        may differ in condition, beta, seed and dataset (kanx.trainer.Trainer)."""
         return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device)
 
 

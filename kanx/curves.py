@@ -24,10 +24,9 @@ from pathlib import Path
 
 import torch
 
-from kanx import records as R
-from kanx import vocab
+from kanx import records, vocab
 from kanx.kan.objective import complexity
-from kanx.training import Pack, Progress, tau_x, tau_x_span
+from kanx.trainer import Progress, Trainer, tau_x, tau_x_span
 
 METRICS = vocab.METRICS
 
@@ -43,24 +42,24 @@ class Curves:
         self.rows: list[list[dict]] = [_rows_before(d / METRICS, resume_epoch) if resume_epoch else [] for d in self.run_dirs]
 
     @torch.no_grad()
-    def add(self, pack: Pack, progress: Progress) -> None:
+    def add(self, trainer: Trainer, progress: Progress) -> None:
         """Rows for every member after an epoch, at the cadence (and after the last epoch)."""
-        if pack.epoch % self.every and pack.epoch != pack.train_cfg.epochs:
+        if trainer.epoch % self.every and trainer.epoch != trainer.train_cfg.epochs:
             return
-        model, cfg = pack.model, pack.train_cfg
+        model, cfg = trainer.model, trainer.train_cfg
         tau = tau_x(progress.epoch, tau_x_span(cfg), cfg.tau_x_start, cfg.tau_x_end)
-        lc = complexity(model, pack.costs, pack.exit_tau(tau)).cpu()
-        open_gates = (model.inference_gates(pack.estimator) > 0).sum(-1).cpu()  # existing edges only
+        lc = complexity(model, trainer.costs, trainer.exit_tau(tau)).cpu()
+        open_gates = (model.inference_gates(trainer.estimator) > 0).sum(-1).cpu()  # existing edges only
         pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()
-        beta = pack.betas_at(progress.epoch)
-        data = progress.data_loss.cpu() if progress.data_loss is not None else torch.full((pack.M,), float("nan"))
+        beta = trainer.betas_at(progress.epoch)
+        data = progress.data_loss.cpu() if progress.data_loss is not None else torch.full((trainer.M,), float("nan"))
         loss = progress.loss.cpu()
-        for m, condition in enumerate(pack.conditions):
-            row = {"epoch": pack.epoch, "loss": float(loss[m]), "data_loss": float(data[m]), "lc": float(lc[m]), "beta": beta[m],
+        for m, condition in enumerate(trainer.conditions):
+            row = {"epoch": trainer.epoch, "loss": float(loss[m]), "data_loss": float(data[m]), "lc": float(lc[m]), "beta": beta[m],
                    "open_gates": int(open_gates[m]), "exit": int(exits[m])}
             if condition.exits:
                 row |= {f"pi_{k}": float(pi[m, k]) for k in range(model.L)} | {"tau_x": tau}
-            row |= {"lr": cfg.lr, "elapsed_s": round(pack.train_seconds, 3)}
+            row |= {"lr": cfg.lr, "elapsed_s": round(trainer.train_seconds, 3)}
             self.rows[m].append(row)
 
     def flush(self) -> None:
@@ -70,7 +69,7 @@ class Curves:
                 writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
                 writer.writeheader()
                 writer.writerows(rows)
-                R.atomic_write_bytes(run_dir / METRICS, buf.getvalue().encode())
+                records.atomic_write_bytes(run_dir / METRICS, buf.getvalue().encode())
 
 
 def _rows_before(path: Path, epoch: int) -> list[dict]:

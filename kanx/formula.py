@@ -64,7 +64,7 @@ import torch
 
 from kanx.kan.network import GatedKAN
 from kanx.kan.spline import bspline_basis
-from kanx.kan.structure import dest_node, model_edge_roles, source_node
+from kanx.kan.structure import dest_node, model_edge_roles, source_node, trained_inference_gates
 from kanx.load import rebuild_dataset
 
 # ------------------------------------------------------------------ the library
@@ -391,15 +391,6 @@ def spline_activation(spline: dict, x) -> np.ndarray:
     return val.numpy().reshape(np.shape(x))
 
 
-def _gates(model: GatedKAN, estimator: str) -> torch.Tensor:
-    fc = model.fc_enabled
-    model.fc_enabled = model.condition.forward  # as at the end of training (and as the trace)
-    try:
-        return model.inference_gates(estimator)
-    finally:
-        model.fc_enabled = fc
-
-
 @torch.no_grad()
 def contributing_edges(model: GatedKAN, x_scaled: torch.Tensor, estimator: str = "threshold", n: int = N_SAMPLES):
     """The contributing edges of a single-member model (the trace of model_edge_roles) with
@@ -408,7 +399,7 @@ def contributing_edges(model: GatedKAN, x_scaled: torch.Tensor, estimator: str =
     if model.M != 1:
         raise ValueError(f"a formula is exported from one member, the model has {model.M}")
     roles = model_edge_roles(model, estimator)[0]
-    gates = _gates(model, estimator)
+    gates = trained_inference_gates(model, estimator)  # as the trace
     inputs = model.stage_inputs(x_scaled.to(model.alpha.dtype).unsqueeze(0), gates)
     z = model.split_edges(gates)
     K = model.spec.spline_order

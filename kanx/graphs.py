@@ -64,7 +64,7 @@ class StaticSteps:
         self.graphs[key].replay()
 
     def _step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor) -> None:
-        """One step of Pack.run_epoch on the buffers, with no host sync."""
+        """One step of Trainer.run_epoch on the buffers, with no host sync."""
         pack, model = self.pack, self.pack.model
         n_gate = model.n_edges if pack.condition.edge_gates else 0
         gates = model.sample_gates(u[:, :n_gate] if n_gate else None)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from kanx import records as R
+from kanx import records
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 
 # model.pt holds tensors and plain data only, so it loads with torch.load(weights_only=True):
@@ -97,15 +97,15 @@ class TrainedRun:
 def load_run(run_dir: str | Path) -> TrainedRun:
     """The record, the resolved config and the trained model of a finished run."""
     run_dir = Path(run_dir)
-    state = R.read_state(run_dir)
+    state = records.read_state(run_dir)
     if state.problem:
         raise ValueError(f"{state.problem}; re-run the run to replace it")
     if state.record is None:
-        raise FileNotFoundError(f"{run_dir} holds no finished run (expected {R.RECORD}, {R.DONE} and {R.MODEL})")
-    if not (run_dir / R.MODEL).exists():
-        raise FileNotFoundError(f"{run_dir} holds a finished record but no weights ({R.MODEL}): weights are not kept in git; "
+        raise FileNotFoundError(f"{run_dir} holds no finished run (expected {records.RECORD}, {records.DONE} and {records.MODEL})")
+    if not (run_dir / records.MODEL).exists():
+        raise FileNotFoundError(f"{run_dir} holds a finished record but no weights ({records.MODEL}): weights are not kept in git; "
                                 "train the run again here with overwrite=true to get them")
-    saved = read_model_file(run_dir / R.MODEL)
+    saved = read_model_file(run_dir / records.MODEL)
     model = GatedKAN(saved["spec"], saved["condition"], seeds=[saved["seed"]])
     model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})
     model.eval()

@@ -22,9 +22,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from kanx import records
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
+
+if TYPE_CHECKING:  # kanx.runner imports torch: loaded when a plan trains, not when it composes
+    from kanx.runner import Checkpointer
 
 log = logging.getLogger("kanx")
 # Keys that vary between the members of a pack: jobs that differ only in these share one
@@ -116,10 +121,10 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
     if not packs:
         return 0
     if workers <= 1:
-        stop_on_signals()
+        checkpointer = stop_on_signals()
         failed = 0
         for i, pack in enumerate(packs, 1):
-            failed += _train_and_report(train_pack, pack, f"[{i}/{len(packs)}]")
+            failed += _train_and_report(train_pack, pack, f"[{i}/{len(packs)}]", checkpointer)
         return failed
     plan_dir = Path(plan_dir or ".")
     plan_dir.mkdir(parents=True, exist_ok=True)
@@ -139,28 +144,28 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
     return sum(p.wait() != 0 for p in procs)
 
 
-def stop_on_signals() -> None:
+def stop_on_signals() -> Checkpointer:
     """SIGTERM or SIGINT: write the checkpoint of the pack being trained, as of its last
     finished epoch, and stop (a re-run resumes from it), instead of losing the epochs
-    since the last periodic checkpoint."""
+    since the last periodic checkpoint. Returns the Checkpointer to train the packs with."""
+    from kanx.runner import Checkpointer
+
+    checkpointer = Checkpointer()
 
     def handler(signum, frame):
-        from kanx.runner import save_active_checkpoint
-
-        n = save_active_checkpoint()
+        n = checkpointer.save()
         print(f"{signal.Signals(signum).name}: saved checkpoints of {n} run(s); stopping", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, handler)
+    return checkpointer
 
 
-def _train_and_report(train_pack, pack, prefix: str) -> int:
-    from kanx import records as R
-
+def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer) -> int:
     start = time.perf_counter()
-    train_pack(pack)
-    states = [R.read_state(j.run_dir) for j in pack]
+    train_pack(pack, checkpointer)
+    states = [records.read_state(j.run_dir) for j in pack]
     failed = sum(s.record is not None and s.record.get("status") == "failed" for s in states)
     names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
     print(f"{prefix} pack of {len(pack)} ({names}) finished in {(time.perf_counter() - start) / 60:.1f} min"
@@ -174,13 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     (path,) = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    stop_on_signals()
+    checkpointer = stop_on_signals()
     planned = json.loads(Path(path).read_text())
     failed = 0
     for i, pack in enumerate(planned, 1):
         todo = pending(prepare_jobs([(p["config"], Path(p["run_dir"])) for p in pack]))
         if todo:
-            failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]")
+            failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]", checkpointer)
     return 1 if failed else 0
 
 

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -222,3 +223,22 @@ def git_commit() -> str | None:
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+# What Hydra writes into a job or sweep folder before kanx sees the config: a folder that
+# holds nothing else was made by a command that stopped on bad input.
+_HYDRA_FILES = frozenset({".hydra", "multirun.yaml", "train.log"})
+
+
+def discard_if_empty(folder: Path, results_root=None) -> None:
+    """Remove a folder that holds only Hydra's files, then its parents left empty, up to
+    (not including) results_root: a rejected override leaves no folder named after it."""
+    folder = Path(folder)
+    if not folder.is_dir() or not {p.name for p in folder.iterdir()} <= _HYDRA_FILES:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    root = Path(str(results_root)).resolve() if results_root is not None else None
+    for parent in folder.resolve().parents:
+        if root is None or parent == root or root not in parent.parents or any(parent.iterdir()):
+            break
+        parent.rmdir()

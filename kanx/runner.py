@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from kanx import records as R
+from kanx import records
 from kanx.config import (
     RunConfig,
     check_against_data,
@@ -34,13 +34,13 @@ from kanx.config import (
 from kanx.curves import Curves, default_every
 from kanx.errors import ConfigError
 from kanx.load import model_file
-from kanx.training import Pack, describe_device, resolve_device
+from kanx.trainer import Trainer, describe_device, resolve_device
 from kanx.vocab import CONDITIONS
 
 log = logging.getLogger("kanx")
 # Read the checkout's commit now, when this process's code is loaded: a record written hours
 # later must not name a commit made while it trained.
-R.git_commit()
+records.git_commit()
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Job:
     run_dir: Path
     config_hash: str
     data_hash: str | None = None  # kanx.data.data_hash of its dataset: compared apart from config_hash
-    state: R.RunState = field(default_factory=lambda: R.RunState("new"))
+    state: records.RunState = field(default_factory=lambda: records.RunState("new"))
     resume_epoch: int = 0
 
     @property
@@ -90,7 +90,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
         container.setdefault("model", {})["width"] = list(run.model.width)
         job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
-        job.state = R.read_state(job.run_dir)
+        job.state = records.read_state(job.run_dir)
         if job.state.problem:
             log.warning(f"{job.state.problem}; the run trains again")
         if job.state.status in ("done", "failed") and not run.overwrite:
@@ -178,8 +178,10 @@ def check_machine(packs: Sequence[Sequence[Job]]) -> None:
     check_memory(packs)
 
 
-def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep") -> list[dict]:
-    """Run every job (skipping finished ones) and return the records of all of them."""
+def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep",
+             checkpointer: Checkpointer | None = None) -> list[dict]:
+    """Run every job (skipping finished ones) and return the records of all of them.
+    ``checkpointer``: the signal handler's, pointed at each pack while it trains."""
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     if len(todo) < len(jobs):
@@ -187,8 +189,8 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
     for pack in packs:
-        train_pack(pack)
-    return [R.read_state(j.run_dir).record for j in jobs]
+        train_pack(pack, checkpointer)
+    return [records.read_state(j.run_dir).record for j in jobs]
 
 
 # ------------------------------------------------------------------ one pack
@@ -196,16 +198,16 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
 
 def _load_checkpoint(run_dir: Path) -> dict | None:
     try:
-        return torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=True)  # tensors and plain data only
+        return torch.load(run_dir / records.CHECKPOINT, map_location="cpu", weights_only=True)  # tensors and plain data only
     except Exception as e:  # a damaged (or pickled-object) checkpoint means: start this run again
-        log.warning(f"{run_dir / R.CHECKPOINT} cannot be loaded as tensors and plain data ({type(e).__name__}); the run starts again")
+        log.warning(f"{run_dir / records.CHECKPOINT} cannot be loaded as tensors and plain data ({type(e).__name__}); the run starts again")
         return None
 
 
 def _save_torch(path: Path, obj) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
-    R.atomic_write_bytes(path, buf.getvalue())
+    records.atomic_write_bytes(path, buf.getvalue())
 
 
 def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
@@ -213,18 +215,18 @@ def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
     process may have finished one since this one looked)."""
     mine = []
     for job in jobs:
-        if not R.try_lock(job.run_dir):
-            log.info(f"{job.label}: another process is training it ({job.run_dir / R.LOCK}); skipping")
+        if not records.try_lock(job.run_dir):
+            log.info(f"{job.label}: another process is training it ({job.run_dir / records.LOCK}); skipping")
             continue
-        state = R.read_state(job.run_dir)
+        state = records.read_state(job.run_dir)
         if state.status == "done" and state.config_hash == job.config_hash and not job.run.overwrite:
-            R.unlock(job.run_dir)
+            records.unlock(job.run_dir)
             continue
         mine.append(job)
     return mine
 
 
-def train_pack(jobs: Sequence[Job]) -> None:
+def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) -> None:
     """Train one pack and write its records. An exception becomes a `failed` record for
     each of its runs (retried on the next invocation), never a crash of the sweep. Each
     run's lock is held while it trains."""
@@ -233,7 +235,7 @@ def train_pack(jobs: Sequence[Job]) -> None:
     if not jobs:
         return
     try:
-        _train_pack(jobs, start)
+        _train_pack(jobs, start, checkpointer)
     except KeyboardInterrupt:
         raise
     except Exception:
@@ -242,30 +244,39 @@ def train_pack(jobs: Sequence[Job]) -> None:
         for job in jobs:
             rec = _base_record(job, "failed", time.perf_counter() - start, 0)
             rec["error"] = tb
-            R.write_record(job.run_dir, rec)
+            records.write_record(job.run_dir, rec)
     finally:
         for job in jobs:
-            R.unlock(job.run_dir)
+            records.unlock(job.run_dir)
 
 
-# The pack being trained in this process and its state at the last epoch boundary, so a
-# preemption signal (SLURM, see hydra_plugins/kanx_launcher) can checkpoint it exactly.
-_ACTIVE: dict = {}
+class Checkpointer:
+    """Checkpoints the pack in training on demand, as of its last finished epoch.
+
+    Whoever handles the stop signals (kanx.plan.stop_on_signals, the SLURM task) owns one
+    and hands it to run_jobs or train_pack, which point it at each pack while it trains; the
+    state it saves is the trainer's own (Trainer.last_state).
+    """
+
+    def __init__(self) -> None:
+        self.jobs: Sequence[Job] = ()
+        self.trainer: Trainer | None = None
+
+    def watch(self, jobs: Sequence[Job], trainer: Trainer | None) -> None:
+        self.jobs, self.trainer = jobs, trainer
+
+    def save(self) -> int:
+        """Write the checkpoints of the pack in training. Returns the number of runs
+        checkpointed (0 if none is training, or it has not finished an epoch yet)."""
+        if not self.jobs or self.trainer is None or self.trainer.last_state is None:
+            return 0
+        _write_checkpoints(self.jobs, self.trainer, self.trainer.last_state)
+        return len(self.jobs)
 
 
-def save_active_checkpoint() -> int:
-    """Write the checkpoint of the pack being trained, as of its last finished epoch.
-    Returns the number of runs checkpointed (0 if none is training)."""
-    jobs, pack, state = _ACTIVE.get("jobs"), _ACTIVE.get("pack"), _ACTIVE.get("state")
-    if not jobs or state is None:
-        return 0
-    _write_checkpoints(jobs, pack, state)
-    return len(jobs)
-
-
-def _write_checkpoints(jobs: Sequence[Job], pack: Pack, state: dict) -> None:
+def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
     for m, job in enumerate(jobs):
-        _save_torch(job.run_dir / R.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"], "state": pack.member_slice(state, m)})
+        _save_torch(job.run_dir / records.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"], "state": trainer.member_slice(state, m)})
 
 
 def _duration(seconds: float) -> str:
@@ -274,19 +285,19 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def _progress_line(p: Pack, progress, name: str, epochs: int, resumed_at: tuple[int, float]) -> str:
+def _progress_line(trainer: Trainer, progress, name: str, epochs: int, resumed_at: tuple[int, float]) -> str:
     """One line per checkpoint for logs that are not a terminal (background runs, SLURM)."""
-    done = p.epoch - resumed_at[0]
+    done = trainer.epoch - resumed_at[0]
     rate = done / (time.perf_counter() - resumed_at[1]) if done else 0.0
-    left = _duration((epochs - p.epoch) / rate) if rate else "?"
+    left = _duration((epochs - trainer.epoch) / rate) if rate else "?"
     loss = progress.loss[progress.alive].mean().item() if progress.alive.any() else float("nan")
-    return (f"{name}: epoch {p.epoch}/{epochs}, mean loss {loss:.4g}, {int(progress.alive.sum())} alive, "
+    return (f"{name}: epoch {trainer.epoch}/{epochs}, mean loss {loss:.4g}, {int(progress.alive.sum())} alive, "
             f"{rate:.2f} epochs/s, about {left} left; checkpoint written")
 
 
 def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torch.Tensor]:
     """Each member's dataset and scaling (fitted on its training data), and the stacked
-    model-scaled training data x (M, N, n_0), y (M, N, n_L) a Pack trains on."""
+    model-scaled training data x (M, N, n_0), y (M, N, n_L) a Trainer trains on."""
     from kanx.data import fit_scaling
 
     datasets = [load_data(r) for r in runs]
@@ -296,72 +307,73 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
     return datasets, scalings, x, y
 
 
-def _train_pack(jobs: Sequence[Job], start: float) -> None:
+def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None) -> None:
     from kanx.data import evaluate_members, stack_scalings
 
     runs = [j.run for j in jobs]
     device = resolve_device(runs[0].device)
     datasets, scalings, x, y = pack_data(runs)
-    pack = Pack(runs, x, y, datasets[0].n_train, device)
+    trainer = Trainer(runs, x, y, datasets[0].n_train, device)
     if jobs[0].resume_epoch:
-        pack.load_member_states([_load_checkpoint(j.run_dir)["state"] for j in jobs])
-        log.info(f"resuming {len(jobs)} run(s) from epoch {pack.epoch}")
+        trainer.load_member_states([_load_checkpoint(j.run_dir)["state"] for j in jobs])
+        log.info(f"resuming {len(jobs)} run(s) from epoch {trainer.epoch}")
 
     cfg = runs[0].train
-    curves = Curves([j.run_dir for j in jobs], cfg.log_every or default_every(cfg.epochs), pack.epoch)
+    curves = Curves([j.run_dir for j in jobs], cfg.log_every or default_every(cfg.epochs), trainer.epoch)
     name = f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} {'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}"
-    bar = tqdm(total=cfg.epochs, initial=pack.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
+    bar = tqdm(total=cfg.epochs, initial=trainer.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
-    resumed_at = (pack.epoch, time.perf_counter())
+    resumed_at = (trainer.epoch, time.perf_counter())
 
     refreshed = [time.monotonic()]
 
-    def on_epoch(p: Pack, progress) -> None:
+    def on_epoch(trainer: Trainer, progress) -> None:
         bar.update(1)
-        curves.add(p, progress)
-        if time.monotonic() - refreshed[0] > R.LOCK_REFRESH_S:
-            R.refresh_locks(j.run_dir for j in jobs)
+        curves.add(trainer, progress)
+        if time.monotonic() - refreshed[0] > records.LOCK_REFRESH_S:
+            records.refresh_locks(j.run_dir for j in jobs)
             refreshed[0] = time.monotonic()
-        if progress.epoch % every == 0 or p.epoch == cfg.epochs:
-            open_gates = (p.model.inference_gates(p.estimator) > 0).sum(-1).float().mean().item()
+        if progress.epoch % every == 0 or trainer.epoch == cfg.epochs:
+            open_gates = (trainer.model.inference_gates(trainer.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
-        state = p.full_state()
-        _ACTIVE.update(jobs=jobs, pack=p, state=state)
-        if cfg.checkpoint_every and p.epoch % cfg.checkpoint_every == 0 and p.epoch < cfg.epochs:
-            _write_checkpoints(jobs, p, state)
+        if cfg.checkpoint_every and trainer.epoch % cfg.checkpoint_every == 0 and trainer.epoch < cfg.epochs:
+            _write_checkpoints(jobs, trainer, trainer.last_state)
             curves.flush()
-            log.info(_progress_line(p, progress, name, cfg.epochs, resumed_at))
+            log.info(_progress_line(trainer, progress, name, cfg.epochs, resumed_at))
 
+    if checkpointer is not None:
+        checkpointer.watch(jobs, trainer)
     try:
-        pack.train(on_epoch)
+        trainer.train(on_epoch)
     finally:
-        _ACTIVE.clear()
+        if checkpointer is not None:
+            checkpointer.watch((), None)
         bar.close()
     curves.flush()
 
     stacked = stack_scalings(scalings)
 
     def predict_raw(x_raw: torch.Tensor) -> torch.Tensor:
-        return stacked.y_inverse(pack.predict(stacked.x(x_raw)).to(x_raw.dtype).cpu())
+        return stacked.y_inverse(trainer.predict(stacked.x(x_raw)).to(x_raw.dtype).cpu())
 
     metrics = evaluate_members(datasets, predict_raw)
-    structures = pack.structures()
+    structures = trainer.structures()
     wall = time.perf_counter() - start
     for m, job in enumerate(jobs):
-        status, reason = _status(bool(pack.alive[m]), metrics[m], structures[m])
-        rec = _base_record(job, status, wall, pack.steps, pack_size=len(jobs), train_seconds=pack.train_seconds)
+        status, reason = _status(bool(trainer.alive[m]), metrics[m], structures[m])
+        rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
         rec["timing"]["device"] = describe_device(device)
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
-        (job.run_dir / R.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
-        _save_torch(job.run_dir / R.MODEL, model_file(pack.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
+        (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
+        _save_torch(job.run_dir / records.MODEL, model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                                                       runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
-        R.write_record(job.run_dir, rec)
-        (job.run_dir / R.CHECKPOINT).unlink(missing_ok=True)
+        records.write_record(job.run_dir, rec)
+        (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
         log.info(f"[{status}] {job.label}: test_rmse={metrics[m]['test_rmse']:.4g}{unit} edges={structures[m]['contributing_edges']} "
-                 f"depth={structures[m]['depth']} exit={structures[m]['exit']} -> {job.run_dir / R.RECORD}")
+                 f"depth={structures[m]['depth']} exit={structures[m]['exit']} -> {job.run_dir / records.RECORD}")
 
 
 def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | None]:
@@ -377,7 +389,7 @@ def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | Non
 def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1, train_seconds: float | None = None) -> dict:
     run, ds = job.run, load_data(job.run)
     return {
-        "schema_version": R.SCHEMA_VERSION,
+        "schema_version": records.SCHEMA_VERSION,
         "dataset": run.data.name,
         "family": ds.family,
         "condition": run.condition.name,
@@ -389,8 +401,8 @@ def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int 
         "n_test": ds.n_test,
         "metrics": {},
         "timing": {"wall_s": wall, "train_s": train_seconds, "steps": steps, "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size},
-        "versions": R.versions(),
-        "git_commit": R.git_commit(),
+        "versions": records.versions(),
+        "git_commit": records.git_commit(),
         "config_hash": job.config_hash,
         "data_hash": job.data_hash,  # the data's identity, checked apart from the config's (runner._check_record)
         "config": job.container,

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import yaml
 
-from kanx import records as R
-from kanx.vocab import LOCK, UNGATED  # UNGATED: no beta sweep, seeds only at beta 0
+from kanx.records import read_state
+from kanx.vocab import CHECKPOINT, LOCK, RECORD, UNGATED  # UNGATED: no beta sweep, seeds only at beta 0
 
 MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing")
@@ -95,17 +95,17 @@ def checkpoint_epoch(run_dir: Path) -> int | None:
     import torch  # only here: the rest of the status reads JSON and YAML
 
     try:
-        return int(torch.load(run_dir / R.CHECKPOINT, map_location="cpu", weights_only=True)["epoch"])
+        return int(torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True)["epoch"])
     except Exception:
         return None
 
 
 def run_state(run_dir: Path) -> tuple[str, int | None, dict | None]:
     """(state, checkpoint epoch, record) of one run folder."""
-    state = R.read_state(run_dir)
+    state = read_state(run_dir)
     if state.status in ("done", "failed"):
         return str(state.record.get("status", "ok")), None, state.record
-    has_checkpoint = (run_dir / R.CHECKPOINT).exists()
+    has_checkpoint = (run_dir / CHECKPOINT).exists()
     epoch = checkpoint_epoch(run_dir) if has_checkpoint else None
     if (run_dir / LOCK).exists():
         return "running", epoch, None
@@ -122,7 +122,7 @@ def find_sweeps(root: Path) -> dict[Path, list[Path]]:
         here = Path(folder)
         if MULTIRUN in files:
             sweeps.setdefault(here, [])
-        if here != root and (_RUN_DIR.fullmatch(here.name) or {R.RECORD, R.CHECKPOINT, LOCK} & set(files)):
+        if here != root and (_RUN_DIR.fullmatch(here.name) or {RECORD, CHECKPOINT, LOCK} & set(files)):
             sweeps.setdefault(here.parent, []).append(here)
             dirs[:] = []  # a run folder holds no sweep (only .hydra and its files)
         dirs.sort()
@@ -250,7 +250,7 @@ def eta_seconds(runs: list[Run], protocol: tuple[int, int, int] | None, rate: fl
 
 def collect(root: str | Path) -> list[Sweep]:
     """Every sweep below ``root`` with its runs' states and ETA, in registry order."""
-    from kanx.analyze.registry import CONDITIONS, dataset_rank
+    from kanx.analyze.labels import CONDITIONS, dataset_rank
 
     root = Path(root)
     found = []

@@ -12,7 +12,6 @@ hands the jobs to kanx.runner; everything else is plain functions.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
@@ -21,7 +20,8 @@ from omegaconf import DictConfig
 
 from kanx.confdir import conf_dir
 from kanx.config import register_resolvers
-from kanx.errors import ConfigError
+from kanx.errors import ConfigError, fail
+from kanx.records import discard_if_empty
 
 
 def run(cfg: DictConfig) -> dict | None:
@@ -37,34 +37,6 @@ def run(cfg: DictConfig) -> dict | None:
     if record and record.get("status") == "failed":
         fail(f"the run failed; {run_dir / 'record.json'} holds the error", code=1)
     return record
-
-
-def fail(error: Exception | str, code: int = 2) -> None:
-    """Stop with one line on stderr: exit 2 for bad input (nothing trained), 1 for runs that
-    failed (their records say why)."""
-    print(f"kanx: error: {error}", file=sys.stderr)
-    sys.exit(code)
-
-
-# What Hydra writes into a job or sweep folder before kanx sees the config: a folder that
-# holds nothing else was made by a command that stopped on bad input.
-_HYDRA_FILES = frozenset({".hydra", "multirun.yaml", "train.log"})
-
-
-def discard_if_empty(folder: Path, results_root=None) -> None:
-    """Remove a folder that holds only Hydra's files, then its parents left empty, up to
-    (not including) results_root: a rejected override leaves no folder named after it."""
-    import shutil
-
-    folder = Path(folder)
-    if not folder.is_dir() or not {p.name for p in folder.iterdir()} <= _HYDRA_FILES:
-        return
-    shutil.rmtree(folder, ignore_errors=True)
-    root = Path(str(results_root)).resolve() if results_root is not None else None
-    for parent in folder.resolve().parents:
-        if root is None or parent == root or root not in parent.parents or any(parent.iterdir()):
-            break
-        parent.rmdir()
 
 
 def _beta_sweep_or_fail(*args) -> str:

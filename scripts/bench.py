@@ -8,10 +8,10 @@ Workloads (issue "Packed training ... and a benchmark against pykan"):
   - Nguyen EFX:   width [1, 5, 5, 5, 1], batch 128, 1024 rows;
   rows are random (x ~ U(-1, 1), y ~ N(0, 1)), G = 10, K = 3.
 
-kanx trains M = 1, 10 and 70 members as one Pack (condition EFX, warmup = 0 and
+kanx trains M = 1, 10 and 70 members as one pack (a Trainer) (condition EFX, warmup = 0 and
 fc_warmup = 0 so forward connections are on and beta > 0 puts L_C in the loss from the
 first step, grid updates off). One kanx step is one minibatch Adam step of all M members;
-its model-steps/s is M times its steps/s. Timing covers whole epochs (Pack.run_epoch), so
+its model-steps/s is M times its steps/s. Timing covers whole epochs (Trainer.run_epoch), so
 the per-epoch work (reshuffle, gate noise, divergence check) is included.
 
 pykan-speed is ``MultKAN(width, grid=10, k=3, auto_save=False).speed()`` as in
@@ -120,7 +120,7 @@ class Baseline:
 
     ``git archive REV kanx`` is unpacked into a temporary folder. Its modules are imported
     while that folder leads sys.path and kept aside; ``active()`` swaps them into sys.modules
-    for the duration of a call (building a Pack, running epochs), so lazy imports inside kanx
+    for the duration of a call (building a Trainer, running epochs), so lazy imports inside kanx
     resolve to the same commit, and puts this checkout's modules back afterwards.
     """
 
@@ -132,7 +132,7 @@ class Baseline:
         subprocess.run(["tar", "-x", "-C", self.dir], input=archive, check=True)
         self.modules: dict = {}
         with self.active():
-            import kanx.training  # noqa: F401
+            import kanx.trainer  # noqa: F401
 
             assert Path(sys.modules["kanx"].__file__).is_relative_to(self.dir), sys.modules["kanx"].__file__
 
@@ -157,7 +157,7 @@ class Baseline:
 
 
 class KanxCell:
-    """A kanx Pack of M EFX members, kept alive across repeats."""
+    """A kanx Trainer of M EFX members, kept alive across repeats."""
 
     def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device, baseline: Baseline | None = None):
         self.baseline = baseline
@@ -173,7 +173,7 @@ class KanxCell:
         from kanx.config import DataConfig, RunConfig, TrainConfig
         from kanx.kan.network import Condition, KANSpec
         from kanx.kan.objective import Costs
-        from kanx.training import Pack
+        from kanx.trainer import Trainer
 
         self.arch, self.M, self.compiled, self.device = arch, M, compile, device
         train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile)
@@ -182,7 +182,7 @@ class KanxCell:
             for s in range(M)
         ]
         x, y = random_rows(arch, M)
-        self.pack = Pack(runs, x, y, arch.rows, device)
+        self.pack = Trainer(runs, x, y, arch.rows, device)
         self.steps_per_epoch = math.ceil(arch.rows / arch.batch)
 
     def warm_up(self, max_seconds: float = 180.0) -> str:
@@ -255,7 +255,7 @@ class PykanCell:
 
 
 def machine_lines(threads: int, device: torch.device) -> list[str]:
-    from kanx.training import describe_device
+    from kanx.trainer import describe_device
 
     model = platform.processor() or "?"
     try:

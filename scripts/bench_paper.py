@@ -61,18 +61,17 @@ def time_pack(pack, steps: int, device: torch.device) -> dict:
     """Seconds per step, per grid update and for the evaluation of one pack."""
     from kanx.data import evaluate_members, stack_scalings
     from kanx.runner import pack_data
-    from kanx.training import Pack
+    from kanx.trainer import Trainer
 
     runs = [j.run for j in pack]
     datasets, scalings, x, y = pack_data(runs)
     t0 = time.perf_counter()
-    p = Pack(runs, x, y, datasets[0].n_train, device)
+    p = Trainer(runs, x, y, datasets[0].n_train, device)
     init = time.perf_counter() - t0
     cfg = runs[0].train
     # Past every warmup and its grid-update burst, so forward connections are on, L_C is in
     # the loss, and no grid update falls inside the timed epochs, as for most epochs.
     p.epoch = max(cfg.warmup, cfg.fc_warmup) + cfg.grid_update_count * cfg.grid_update_every
-    p.model.fc_enabled = p.condition.forward
     p.run_epoch()  # warm-up (compile)
     sync(device)
     done, t0 = 0, time.perf_counter()
@@ -100,7 +99,7 @@ def sync(device: torch.device) -> None:
 
 def pack_seconds(pack, t: dict) -> float:
     from kanx.plan import steps_left
-    from kanx.training import member_grid_updates
+    from kanx.trainer import member_grid_updates
 
     grid_epochs = len(member_grid_updates(pack[0].run.train, [j.run.condition for j in pack]))
     return steps_left(pack) * t["per_step"] + grid_epochs * t["grid"] + t["eval"] + t["init"]
@@ -126,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     from kanx.plan import sweep_jobs
     from kanx.runner import make_packs, prepare_jobs
-    from kanx.training import describe_device
+    from kanx.trainer import describe_device
 
     device = torch.device(a.device)
     start = time.perf_counter()

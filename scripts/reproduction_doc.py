@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kanx.analyze.registry import GATED, UNGATED
+from kanx.analyze.labels import GATED, UNGATED
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,7 @@
-"""What several test modules share: toy data, training a pack, running the CLI, reading
-records, composing configs. Imported as `from helpers import ...` (pytest puts tests/ on the
-path)."""
+"""What several test modules share: the checkout's root, toy data, training a pack or a
+run, running the CLI, reading records, composing configs. Plain functions, imported as
+`from helpers import ...` (pytest puts tests/ on the path); the fixtures built on them stay
+in the test module that uses them."""
 
 import json
 import os
@@ -13,7 +14,8 @@ from hydra import compose
 
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
-from kanx.training import Pack
+from kanx.runner import run_jobs
+from kanx.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 # Toy sizes for CLI sweeps: small data, small batches, the eager basis (no compile start-up).
@@ -27,9 +29,9 @@ def toy_data(M, N=128, seed=0):
     return x, torch.sin(2 * x[..., :1] + x[..., 1:] ** 2)
 
 
-def trained(runs, x, y, device=None, epochs=None) -> Pack:
-    """A Pack of these runs trained to the end, or to ``epochs``."""
-    pack = Pack(runs, x, y, x.shape[1], device or torch.device("cpu"))
+def trained(runs, x, y, device=None, epochs=None) -> Trainer:
+    """A Trainer of these runs trained to the end, or to ``epochs``."""
+    pack = Trainer(runs, x, y, x.shape[1], device or torch.device("cpu"))
     if epochs is None:
         pack.train()
     else:
@@ -52,9 +54,9 @@ def wait_for(root: Path, pattern: str, timeout: float = 120.0) -> Path:
     raise AssertionError(f"no {pattern} under {root} after {timeout} s")
 
 
-def cli(*args, cwd=ROOT, timeout=300, check=True):
-    """`python -m kanx.train ARGS` in a fresh process."""
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+def cli(*args, cwd=ROOT, timeout=300, check=True, env=None):
+    """`python -m kanx.train ARGS` in a fresh process (``env``: variables to add)."""
+    env = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
     p = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -62,12 +64,13 @@ def cli(*args, cwd=ROOT, timeout=300, check=True):
 
 
 def records(root: Path) -> list[dict]:
-    """Every finished record under root (each must have its done marker), in path order."""
-    out = []
-    for f in sorted(root.rglob("record.json")):
-        assert (f.parent / "done").exists(), f
-        out.append(json.loads(f.read_text()))
-    return out
+    """Every finished record under root, in path order: each with its done marker, and no
+    half-written file left behind."""
+    files = sorted(root.rglob("record.json"))
+    for f in files:
+        assert (f.parent / "done").is_file(), f
+    assert not list(root.rglob("*.tmp")), "a half-written file was left behind"
+    return [json.loads(f.read_text()) for f in files]
 
 
 def composed(*overrides, hydra=False):
@@ -75,3 +78,10 @@ def composed(*overrides, hydra=False):
     register_resolvers()
     with initialize_conf():
         return compose("config", overrides=list(overrides), return_hydra_config=hydra)
+
+
+def train_run(run_dir: Path, *overrides) -> Path:
+    """Train the run `python -m kanx.train OVERRIDES` composes into run_dir, in this process
+    (through kanx.runner, as the CLI)."""
+    run_jobs([(composed(*overrides), run_dir)])
+    return run_dir

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import ROOT
 
 from kanx.analyze import (
     absolute_table,
@@ -46,11 +47,10 @@ from kanx.analyze import (
 from kanx.analyze.__main__ import main
 from kanx.analyze.aggregate import architecture_edges, ungated_structure_check
 from kanx.analyze.figures import pareto_figure, pareto_runs
+from kanx.analyze.labels import CONDITIONS, GATED, family_label
 from kanx.analyze.published import PAPER_HV
-from kanx.analyze.registry import CONDITIONS, GATED, family_label
 from kanx.analyze.tables import absolute_markdown, hv_csv, hv_latex, hv_markdown
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RECORDS = FIXTURES / "records"
 EXPECTED = FIXTURES / "expected"
@@ -456,7 +456,7 @@ def test_cli_writes_report_with_working_links(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "kanx.analyze", str(RECORDS), "--out", str(out), "--formats", "png,pdf"],
-        cwd=REPO,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
@@ -477,7 +477,7 @@ def test_cli_rejects_an_empty_root(tmp_path, capsys):
 
 def test_analysis_imports_no_torch_hydra_or_omegaconf():
     code = "import sys, kanx.analyze.__main__; print(sorted({'torch', 'hydra', 'omegaconf'} & set(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 

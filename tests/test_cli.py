@@ -13,7 +13,7 @@ from helpers import ROOT, TOY, cli, composed, records
 from kanx.config import config_hash
 from kanx.errors import ConfigError
 from kanx.runner import run_jobs
-from kanx.training import describe_device, resolve_device
+from kanx.trainer import describe_device, resolve_device
 
 
 def test_small_real_sweep_through_the_cli(tmp_path):

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 from kanx.analyze import load_runs
 from kanx.analyze.__main__ import main as analyze
 from kanx.data import load_dataset
 from kanx.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_table(path: Path, seed: int) -> Path:

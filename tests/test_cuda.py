@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 from helpers import TOY, cli, records, toy_data, trained
-from test_training import make_runs
+from test_trainer import make_runs
 
-from kanx.training import Pack
+from kanx.trainer import Trainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 CUDA = torch.device("cuda")
@@ -47,7 +47,7 @@ def test_resuming_on_cuda_gives_the_same_model():
     x, y = toy_data(3)
     full = states(trained(runs, x, y, CUDA))
     first = trained(runs, x, y, CUDA, epochs=3)
-    resumed = Pack(runs, x, y, x.shape[1], CUDA)
+    resumed = Trainer(runs, x, y, x.shape[1], CUDA)
     resumed.load_member_states([first.member_state(m) for m in range(3)])
     resumed.train()
     for name, value in states(resumed).items():
@@ -102,7 +102,7 @@ def test_graph_replay_is_deterministic_and_resumes_bitwise():
     x, y = toy_data(3)
     full, again = states(trained(runs, x, y, CUDA)), states(trained(runs, x, y, CUDA))
     first = trained(runs, x, y, CUDA, epochs=3)
-    resumed = Pack(runs, x, y, x.shape[1], CUDA)
+    resumed = Trainer(runs, x, y, x.shape[1], CUDA)
     resumed.load_member_states([first.member_state(m) for m in range(3)])
     resumed.train()
     for name, value in states(resumed).items():

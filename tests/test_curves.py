@@ -34,25 +34,25 @@ def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
     import pytest
 
     from kanx.runner import run_jobs
-    from kanx.training import Pack
+    from kanx.trainer import Trainer
 
     configs = run_dirs(tmp_path, "E", betas="0.1")
     configs = [(c, d) for c, d in configs]
     for c, _ in configs:
         c.train.checkpoint_every = 6
-    run_epoch = Pack.run_epoch
+    run_epoch = Trainer.run_epoch
 
     def interrupted(self):
         if self.epoch == 8:
             raise KeyboardInterrupt
         return run_epoch(self)
 
-    monkeypatch.setattr(Pack, "run_epoch", interrupted)
+    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_jobs(configs)
     run_dir = configs[0][1]
     assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6]  # flushed with the checkpoint
-    monkeypatch.setattr(Pack, "run_epoch", run_epoch)
+    monkeypatch.setattr(Trainer, "run_epoch", run_epoch)
     run_jobs(configs)
     resumed = pd.read_csv(run_dir / "metrics.csv")
     assert list(resumed["epoch"]) == [2, 4, 6, 8, 10, 12]
@@ -68,8 +68,8 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     import re
 
     from kanx.analyze.__main__ import main
+    from kanx.analyze.collect import load_runs
     from kanx.analyze.curves import beta_onset, curve_figures, read_history
-    from kanx.analyze.records import load_runs
 
     configs = run_dirs(tmp_path, "EFX", seeds="0,1", betas="0.1") + run_dirs(tmp_path, "baseline", seeds="0,1", betas="0.0")
     assert run_plan(configs, group="all") == 0

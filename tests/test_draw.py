@@ -15,29 +15,20 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 import torch
-from hydra import compose
+from helpers import ROOT, TOY, train_run
 
 import kanx
 from kanx import draw
-from kanx import records as R
 from kanx.analyze.select import draw_median_models, median_runs
-from kanx.confdir import initialize_conf
-from kanx.config import register_resolvers
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.structure import edge_roles, model_structure, trace
-from kanx.runner import run_jobs
+from kanx.records import seal, write_record
 
-ROOT = Path(__file__).resolve().parents[1]
-TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false", "train.epochs=3",
-       "train.warmup=1", "train.fc_warmup=1", "device=cpu"]
+SHORT = [*TOY, "train.epochs=3", "train.warmup=1", "train.fc_warmup=1", "device=cpu"]
 
 
 def _train(run_dir: Path, *overrides) -> Path:
-    register_resolvers()
-    with initialize_conf():
-        cfg = compose("config", overrides=[*TOY, *overrides])
-    run_jobs([(cfg, run_dir)])
-    return run_dir
+    return train_run(run_dir, *SHORT, *overrides)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +50,7 @@ def runs(tmp_path_factory):
     saved["model"]["alpha"] = alpha
     saved["model"]["exit_logits"] = torch.tensor([-5.0, -5.0, 5.0])  # the final exit
     torch.save(saved, hand / "model.pt")
-    R.seal(hand)  # a deliberate edit: the done marker's checksums follow it
+    seal(hand)  # a deliberate edit: the done marker's checksums follow it
     return {"EFX": efx, "Baseline": base, "hand": hand, "root": root}
 
 
@@ -97,8 +88,7 @@ def _drawn_gids(fig) -> tuple[set, set]:
 def test_drawn_edges_are_the_contributing_edges(runs, name):
     run = kanx.load_run(runs[name])
     structure = model_structure(run.model, run.gate_estimator)[0]
-    fig = draw.draw_run(run)
-    d = fig.kanx_drawing
+    fig, d = draw.draw_run(run)
     assert d.range_source == "training data"
     # Path edges + bias components, as drawn, are the run's contributing edges.
     assert d.contributing_edges == structure.contributing_edges and d.roles.depth == structure.depth
@@ -112,7 +102,7 @@ def test_drawn_edges_are_the_contributing_edges(runs, name):
     contributing = {(e.stage, e.i, e.o, e.role) for e in d.drawn}
     assert plots == contributing and lines == contributing
     # With --show-closed the other edges appear too, as lines only.
-    plots, lines = _drawn_gids(draw.draw_run(run, show_closed=True))
+    plots, lines = _drawn_gids(draw.draw_run(run, show_closed=True)[0])
     assert plots == contributing
     assert lines - contributing == {(e.stage, e.i, e.o, "hidden") for e in d.hidden}
 
@@ -148,7 +138,7 @@ def test_hand_set_gates(runs):
     assert {k for k, r in role.items() if r == "bias"} == {(2, 3, 0), (1, 3, 0)}
     assert d.contributing_edges == 5 and d.selected_exit == 2
     assert role[(0, 1, 2)] == "hidden"  # open, but into an exit that is not selected
-    fig = draw.draw_run(kanx.load_run(runs["hand"]))
+    fig, _ = draw.draw_run(kanx.load_run(runs["hand"]))
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts.count("bias") == 2  # one label per bias edge's plot
     forward = {(e.stage, e.i, e.o) for e in d.drawn if e.forward}
@@ -210,7 +200,7 @@ def test_median_runs_pick_the_median_seed_of_ok_runs(runs, tmp_path):
         rec = json.loads((dst / "record.json").read_text())
         rec.update(beta=beta, seed=seed, status=status)
         rec["metrics"]["test_rmse"] = rmse
-        R.write_record(dst, rec)  # with the done marker's checksums, as kanx writes it
+        write_record(dst, rec)  # with the done marker's checksums, as kanx writes it
 
     for seed, rmse in [(0, 0.3), (1, 0.1), (2, 0.2)]:
         clone(runs["EFX"], "EFX", 0.2, seed, rmse)

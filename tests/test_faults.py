@@ -86,9 +86,9 @@ def test_a_failed_pack_is_recorded_and_the_sweep_exits_nonzero(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, kanx.training as t\n"
+    code = ("import sys, kanx.trainer as t\n"
             "def boom(self): raise RuntimeError('planted fault')\n"
-            "t.Pack.run_epoch = boom\n"
+            "t.Trainer.run_epoch = boom\n"
             "import runpy\n"
             f"sys.argv = ['kanx.train', '+condition=E', 'results_root={tmp_path}', 'seed=0,1', " + ", ".join(repr(a) for a in ARGS if a != "seed=0") + ", '-m']\n"
             "runpy.run_module('kanx.train', run_name='__main__', alter_sys=True)\n")
@@ -135,19 +135,19 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     import subprocess
     import time
 
-    from kanx import records as R
+    from kanx.records import LOCK_STALE_S, try_lock, unlock
 
     dead = subprocess.Popen(["true"])
     dead.wait()
     (tmp_path / "lock").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid}))
-    assert R.try_lock(tmp_path)
+    assert try_lock(tmp_path)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "lock").write_text(json.dumps({"host": "another-host", "pid": 1}))
-    assert not R.try_lock(tmp_path / "other")  # another host's live lock: left alone
-    old = time.time() - R.LOCK_STALE_S - 1
+    assert not try_lock(tmp_path / "other")  # another host's live lock: left alone
+    old = time.time() - LOCK_STALE_S - 1
     os.utime(tmp_path / "other" / "lock", (old, old))
-    assert R.try_lock(tmp_path / "other")  # not refreshed for LOCK_STALE_S: taken over
-    R.unlock(tmp_path)
+    assert try_lock(tmp_path / "other")  # not refreshed for LOCK_STALE_S: taken over
+    unlock(tmp_path)
     assert not (tmp_path / "lock").exists()
 
 
@@ -255,10 +255,10 @@ def test_generated_data_are_identified_by_generator_version_and_parameters(monke
 def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(tmp_path):
     """Records written before data hashes (results/paper/concrete) stay valid while the data
     file is the reference copy, and are refused when it is another copy."""
-    from kanx import records as R
     from kanx.data.tabular import CONCRETE
     from kanx.errors import ConfigError
     from kanx.plan import sweep_jobs
+    from kanx.records import write_record
     from kanx.runner import prepare_jobs
 
     shared = Path(__import__("os").environ.get("KANX_DATA_DIR", "/work/shared/data"))
@@ -272,7 +272,7 @@ def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(
     (own / "concrete.csv").write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
     overrides = [f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", f"dataset.data_dir={shared}"]
     (job,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
-    R.write_record(job.run_dir, {"status": "ok", "config_hash": job.config_hash, "config": job.container})  # no data_hash
+    write_record(job.run_dir, {"status": "ok", "config_hash": job.config_hash, "config": job.container})  # no data_hash
     (again,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
     assert again.state.status == "done" and again.data_hash == CONCRETE.normalized_sha256[:16]
     with pytest.raises(ConfigError, match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates data hashes\), [0-9a-f]{16} now"):
@@ -283,15 +283,15 @@ def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_agai
     import json
     import shutil
 
-    from kanx import records as R
+    from kanx.records import read_state, sha256_of
 
     sums = json.loads((finished / "done").read_text())["sha256"]
-    assert sums == {name: R.sha256_of(finished / name) for name in ("record.json", "model.pt")}
+    assert sums == {name: sha256_of(finished / name) for name in ("record.json", "model.pt")}
     for name, damage in (("model.pt", lambda b: b[:-10]), ("model.pt", lambda b: b[:-1] + bytes([b[-1] ^ 1])), ("record.json", lambda b: b.replace(b'"ok"', b'"OK"'))):
         run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
         shutil.copytree(finished, run_dir)
         (run_dir / name).write_bytes(damage((run_dir / name).read_bytes()))
-        state = R.read_state(run_dir)
+        state = read_state(run_dir)
         assert state.status == "new" and state.problem.startswith(f"{run_dir / name} is corrupt") and "\n" not in state.problem
         with pytest.raises(ValueError, match=f"{name} is corrupt") as err:
             kanx.load_run(run_dir)
@@ -299,12 +299,12 @@ def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_agai
     run_dir = tmp_path / "gone"
     shutil.copytree(finished, run_dir)
     (run_dir / "model.pt").unlink()  # listed by the marker, gone: weights are not kept in git
-    assert R.read_state(run_dir).status == "done" and R.read_state(run_dir).problem is None
+    assert read_state(run_dir).status == "done" and read_state(run_dir).problem is None
     with pytest.raises(FileNotFoundError, match="holds a finished record but no weights"):
         kanx.load_run(run_dir)
     (run_dir / "record.json").unlink()
-    assert R.read_state(run_dir).status == "new"  # without its record a run is not finished
-    assert R.read_state(old_style_copy(finished, tmp_path / "old")).status == "done"  # no checksums: accepted
+    assert read_state(run_dir).status == "new"  # without its record a run is not finished
+    assert read_state(old_style_copy(finished, tmp_path / "old")).status == "done"  # no checksums: accepted
 
 
 def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(tmp_path):
@@ -385,23 +385,23 @@ def test_a_batch_larger_than_the_training_set_uses_the_effective_batch_in_mdl_ba
     from kanx.config import DataConfig, RunConfig, TrainConfig
     from kanx.kan.network import Condition, KANSpec
     from kanx.kan.objective import Costs, complexity_scale
-    from kanx.training import Pack
+    from kanx.trainer import Trainer
 
     t = TrainConfig(epochs=1, batch_size=512, compile=False)
     run = RunConfig(DataConfig("sin_xy2", 0), Condition.from_name("E"), KANSpec((2, 3, 1)), Costs(), "threshold", t, 0.1, 0)
-    pack = Pack([run], *toy_data(1, N=128), 128, torch.device("cpu"))
+    pack = Trainer([run], *toy_data(1, N=128), 128, torch.device("cpu"))
     assert pack.scale == complexity_scale("mdl_batch", 128, 128) != complexity_scale("mdl_batch", 128, 512)
 
 
 def test_committed_records_count_as_finished_without_their_weights():
     """A clone of main has the committed records but no model.pt (``*.pt`` is git-ignored):
     every committed run must still read as done, or make reproduce-tables would retrain it."""
-    from kanx import records as R
+    from kanx.records import read_state
 
     repo = Path(__file__).resolve().parents[1]
     markers = sorted((repo / "results").glob("**/done"))
     if not markers:
         pytest.skip("no committed records")
-    states = {m.parent: R.read_state(m.parent) for m in markers}
+    states = {m.parent: read_state(m.parent) for m in markers}
     problems = [f"{run}: {s.problem or s.status}" for run, s in states.items() if s.status != "done"]
     assert not problems, problems[:3]

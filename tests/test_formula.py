@@ -17,19 +17,15 @@ import numpy as np
 import pytest
 import sympy as sp
 import torch
-from hydra import compose
+from helpers import train_run
 
 import kanx
-from kanx import formula as FX
-from kanx import records as R
-from kanx.confdir import initialize_conf
-from kanx.config import register_resolvers
+from kanx import formula
 from kanx.data import Scaling
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.spline import fit_coefficients
-from kanx.runner import run_jobs
+from kanx.records import seal
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 # ------------------------------------------------------------------ the fit
@@ -54,7 +50,7 @@ def test_each_primitive_recovered_under_an_affine_map(name):
     f, (a, b) = PRIMITIVE_CASES[name]
     x = np.linspace(-0.7, 1.3, 201)
     y = -1.3 * f(a * x + b) + 0.4
-    fits = FX.fit_curve(x, y)
+    fits = formula.fit_curve(x, y)
     best = fits[0]
     assert best.primitive == name, [(g.primitive, g.score) for g in fits[:3]]
     assert best.r2 > 1 - 1e-9
@@ -66,17 +62,17 @@ def test_each_primitive_recovered_under_an_affine_map(name):
 
 def test_flat_curve_is_zero_and_poor_fits_lose_to_zero():
     x = np.linspace(-1, 1, 101)
-    assert FX.fit_curve(x, np.full_like(x, 0.3))[0].primitive == "0"
+    assert formula.fit_curve(x, np.full_like(x, 0.3))[0].primitive == "0"
     noise = np.random.default_rng(0).normal(size=x.shape)
-    assert FX.fit_curve(x, noise)[0].primitive == "0"
+    assert formula.fit_curve(x, noise)[0].primitive == "0"
     # the generating function of Nguyen F1 is a general cubic, not an affine x^3
-    best = FX.fit_curve(x, x**3 + x**2 + x)[0]
+    best = formula.fit_curve(x, x**3 + x**2 + x)[0]
     assert best.primitive == "cubic" and np.allclose(best.poly, [0, 1, 1, 1], atol=1e-9)
 
 
 def test_unknown_primitive_is_refused():
     with pytest.raises(ValueError, match="unknown primitive"):
-        FX.fit_curve(np.linspace(0, 1, 11), np.linspace(0, 1, 11), primitives=["x", "gamma"])
+        formula.fit_curve(np.linspace(0, 1, 11), np.linspace(0, 1, 11), primitives=["x", "gamma"])
 
 
 # ------------------------------------------------------------------ hand-built networks
@@ -129,7 +125,7 @@ def _network(model, scaling, x_raw) -> np.ndarray:
 def _export(model, truth, **kw):
     x_train, x_test = _raw_points(512, 0), _raw_points(256, 1)
     y_train, y_test = truth(x_train[:, 0], x_train[:, 1])[:, None], truth(x_test[:, 0], x_test[:, 1])[:, None]
-    return FX.export(model, SCALING, x_train, y_train, x_test, y_test, ("x", "y"), ("z",), **kw), x_test
+    return formula.export(model, SCALING, x_train, y_train, x_test, y_test, ("x", "y"), ("z",), **kw), x_test
 
 
 def _fc_model():
@@ -224,7 +220,7 @@ def test_raw_unit_mapping_of_symbolic_edges():
     other = Scaling(torch.tensor([10.0, 0.0], dtype=torch.float64), torch.tensor([0.5, 1.0], dtype=torch.float64),
                     torch.tensor([4.0], dtype=torch.float64), torch.tensor([0.1], dtype=torch.float64), "minmax", True)
     xr = np.stack([np.linspace(9.5, 10.5, 64), np.zeros(64)], axis=1)
-    g = FX.export(model, other, xr, input_names=("x", "y"))
+    g = formula.export(model, other, xr, input_names=("x", "y"))
     assert np.abs(g.lambdified()(xr) - _network(model, other, xr)).max() < 1e-4
 
 
@@ -249,12 +245,8 @@ def test_tolerance_keeps_a_poorly_fitted_edge_numeric():
 
 
 def _train_toy(run_dir: Path, *overrides) -> Path:
-    register_resolvers()
-    with initialize_conf():
-        cfg = compose("config", overrides=["dataset.n_train=256", "dataset.n_test=128", "train.batch_size=64", "train.compile=false",
-                                           "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "device=cpu", *overrides])
-    run_jobs([(cfg, run_dir)])
-    return run_dir
+    return train_run(run_dir, "dataset.n_train=256", "dataset.n_test=128", "train.batch_size=64", "train.compile=false",
+                     "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "device=cpu", *overrides)
 
 
 @pytest.fixture(scope="module")
@@ -277,12 +269,12 @@ def f1_run(tmp_path_factory):
     saved = torch.load(run_dir / "model.pt", weights_only=True)
     saved["model"] = {k: v[0] for k, v in model.state_dict().items()}
     torch.save(saved, run_dir / "model.pt")
-    R.seal(run_dir)  # a deliberate edit: the done marker's checksums follow it
+    seal(run_dir)  # a deliberate edit: the done marker's checksums follow it
     return run_dir
 
 
 def test_nguyen_f1_formula_end_to_end(f1_run, capsys):
-    assert FX.main([str(f1_run)]) == 0
+    assert formula.main([str(f1_run)]) == 0
     out = capsys.readouterr().out
     assert "test RMSE" in out and "formula.json" in out
     data = json.loads((f1_run / "formula.json").read_text())
@@ -311,6 +303,6 @@ def test_nguyen_f1_formula_end_to_end(f1_run, capsys):
 
 
 def test_cli_refuses_an_unknown_primitive_and_a_missing_run(f1_run, tmp_path, capsys):
-    assert FX.main([str(f1_run), "--primitives", "x,gamma", "--no-figure", "--out", str(tmp_path)]) == 2
+    assert formula.main([str(f1_run), "--primitives", "x,gamma", "--no-figure", "--out", str(tmp_path)]) == 2
     assert "unknown primitive" in capsys.readouterr().err
-    assert FX.main([str(tmp_path / "nothing")]) == 2
+    assert formula.main([str(tmp_path / "nothing")]) == 2

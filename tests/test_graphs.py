@@ -9,14 +9,14 @@ from helpers import toy_data
 from helpers import trained as train_pack
 from test_mixed_packs import mixed_runs
 
-from kanx.training import Pack
+from kanx.trainer import Trainer
 
 
 def graphed(runs):
     return [replace(r, train=replace(r.train, cuda_graph=True)) for r in runs]
 
 
-def assert_close(a: Pack, b: Pack) -> None:
+def assert_close(a: Trainer, b: Trainer) -> None:
     assert a.steps == b.steps and a.alive.tolist() == b.alive.tolist()
     for m in range(a.M):
         sa, sb = a.model.member_state_dict(m), b.model.member_state_dict(m)
@@ -42,7 +42,7 @@ def test_static_steps_freeze_a_diverging_member_and_resume():
     assert static.alive.tolist() == [True, False, True]
     assert_close(static, plain)
     first = train_pack(graphed(runs), x, y, epochs=3)
-    resumed = Pack(graphed(runs), x, y, x.shape[1], torch.device("cpu"))
+    resumed = Trainer(graphed(runs), x, y, x.shape[1], torch.device("cpu"))
     resumed.load_member_states([first.member_state(m) for m in range(3)])
     resumed.train()
     assert_close(resumed, plain)

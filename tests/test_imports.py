@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGE = REPO / "kanx"
+from helpers import ROOT
+
+PACKAGE = ROOT / "kanx"
 
 
 def module_name(path: Path) -> str:
-    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     return name.removesuffix(".__init__")
 
 
@@ -79,14 +80,14 @@ def in_package(name: str, package: str) -> bool:
 
 def test_every_module_imports_in_a_fresh_interpreter():
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-    done = subprocess.run([sys.executable, "-c", code, *MODULES], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code, *MODULES], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_the_import_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "kanx.draw" in graph["kanx.analyze.select"]  # inside draw_median_models
-    assert "kanx.analyze.records" in graph["kanx.analyze.select"]  # from .records import ...
+    assert "kanx.analyze.collect" in graph["kanx.analyze.select"]  # from .collect import ...
     assert "kanx.load" in graph["kanx"]  # from kanx import load, inside __getattr__
     assert "kanx.kan.network" not in graph["kanx.kan.structure"]  # under TYPE_CHECKING only
 
@@ -101,3 +102,10 @@ def test_no_import_cycle_between_draw_and_analyze():
     assert not (from_draw and from_analyze), (
         f"cycle: {' -> '.join(next(iter(from_draw.values())))} and {' -> '.join(next(iter(from_analyze.values())))}")
     assert not from_draw, f"kanx.draw reaches the analysis: {[' -> '.join(c) for c in from_draw.values()]}"
+
+
+def test_no_launcher_imports_the_entry_module():
+    # kanx.train is Hydra's entry point; what the launchers share with it (fail,
+    # discard_if_empty) lives in kanx.errors and kanx.records.
+    for path in sorted((ROOT / "hydra_plugins").rglob("*.py")):
+        assert "kanx.train" not in imports_of(module_name(path), path), path

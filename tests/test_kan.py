@@ -329,6 +329,19 @@ def test_ablated_gates_are_always_open_and_frozen():
     assert torch.equal(gates.sample_hard_concrete(torch.full((4,), 20.0), u), torch.ones(4))
 
 
+
+def test_forward_connections_sets_the_state_for_a_block_and_gives_the_trainers_back():
+    model = GatedKAN(KANSpec((2, 3, 1)), Condition.from_name("F"), seeds=[0])
+    model.fc_enabled = False  # the trainer, in the FC warmup
+    off = model.edge_mask().sum()
+    with model.forward_connections(True):
+        assert model.fc_enabled and model.edge_mask().sum() > off
+    assert not model.fc_enabled
+    with pytest.raises(RuntimeError), model.forward_connections(True):
+        raise RuntimeError
+    assert not model.fc_enabled
+
+
 # ------------------------------------------------------------------ objective
 
 

@@ -9,7 +9,7 @@ from kanx.config import DataConfig, RunConfig, TrainConfig
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs
 from kanx.kan.structure import model_structure
-from kanx.training import Pack
+from kanx.trainer import Trainer
 
 CONDITIONS = ("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX")
 SPEC = KANSpec((2, 3, 3, 1))
@@ -22,7 +22,7 @@ def run(condition: str, seed: int, beta: float, epochs: int = 6) -> RunConfig:
     return RunConfig(DataConfig("sin_xy2", seed), Condition.from_name(condition), SPEC, Costs(), "threshold", t, beta, seed)
 
 
-def assert_same_member(mixed: Pack, m: int, alone: Pack, what: str) -> None:
+def assert_same_member(mixed: Trainer, m: int, alone: Trainer, what: str) -> None:
     own = mixed.model.member_state_dict(m)
     ref = alone.model.member_state_dict(0)
     assert own.keys() == ref.keys(), what
@@ -53,7 +53,7 @@ def test_all_eight_conditions_in_one_pack_follow_their_lone_trajectories():
 
 def test_a_one_condition_pack_is_built_exactly_as_before():
     runs = [run("EX", s, 0.1) for s in range(3)]
-    model = Pack(runs, *toy_data(3), 128, torch.device("cpu")).model
+    model = Trainer(runs, *toy_data(3), 128, torch.device("cpu")).model
     assert not model.mixed and model.n_edges == 2 * (3 + 1) + 3 * (3 + 1) + 3 * 1  # no FC edges
     assert not hasattr(model, "own_edges")
 
@@ -73,7 +73,7 @@ def test_member_checkpoints_are_in_their_own_layout_and_resume_in_any_pack():
     pick = [7, 4]
     rest = [m for m in range(len(runs)) if m not in pick]
     for members in (pick[:1], pick[1:], rest):
-        resumed = Pack([runs[m] for m in members], x[members], y[members], 128, torch.device("cpu"))
+        resumed = Trainer([runs[m] for m in members], x[members], y[members], 128, torch.device("cpu"))
         resumed.load_member_states([states[m] for m in members])
         resumed.train()
         for i, m in enumerate(members):

@@ -7,7 +7,6 @@ packages through apt) or skips with the reason; with KANX_REQUIRE_SLURM=1 (CI) i
 instead of skipping. Run them with `python -m pytest -m slurm tests/test_slurm.py`.
 """
 
-import json
 import os
 import re
 import signal
@@ -17,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose
+from helpers import ROOT, records
+from helpers import cli as train_cli
+from helpers import composed as compose_config
 
 from hydra_plugins.kanx_launcher.slurm_launcher import JOB_MARKER, PackTask, _reason, in_flight
-from kanx.confdir import initialize_conf
-from kanx.config import register_resolvers
 
-ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = Path(os.environ.get("KANX_SLURM_SCRIPT", ROOT.parent / "shared" / "slurm" / "local-cluster.sh"))
 SHORT = ["+condition=EFX", "dataset=sin_xy2", "train.warmup=1", "train.fc_warmup=1", "train.compile=false", "launcher=slurm", "hydra.launcher.poll_s=1"]
 
@@ -32,9 +30,7 @@ SHORT = ["+condition=EFX", "dataset=sin_xy2", "train.warmup=1", "train.fc_warmup
 
 
 def composed(*overrides):
-    register_resolvers()
-    with initialize_conf():
-        return compose("config", overrides=list(overrides), return_hydra_config=True)
+    return compose_config(*overrides, hydra=True)
 
 
 def test_launcher_slurm_takes_the_command_line_and_a_local_config(tmp_path):
@@ -64,7 +60,7 @@ def test_overwrite_drops_old_records_on_the_first_attempt_only(tmp_path, monkeyp
     for name in ("record.json", "done", "checkpoint.pt"):
         (run / name).write_text("old")
     seen = []
-    monkeypatch.setattr(kanx.runner, "run_jobs", lambda runs, pack_size, group: seen.append((runs, pack_size)) or [None])
+    monkeypatch.setattr(kanx.runner, "run_jobs", lambda runs, pack_size, group, checkpointer: seen.append((runs, pack_size, checkpointer)) or [None])
     monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
@@ -74,6 +70,7 @@ def test_overwrite_drops_old_records_on_the_first_attempt_only(tmp_path, monkeyp
     first = restarts == ""
     assert (run / "done").exists() is not first and (run / "checkpoint.pt").exists() is not first
     assert [c["overwrite"] for c, _ in seen[0][0]] == [False, False] and seen[0][1] == 2
+    assert isinstance(seen[0][2], kanx.runner.Checkpointer)  # the task's, which its signal handlers save
 
 
 def test_a_failed_task_is_reported_by_its_exception_line():
@@ -97,8 +94,8 @@ def test_runs_still_queued_are_not_submitted_twice(tmp_path):
 
 
 def cli(*args, timeout=300, env=None):
-    env = os.environ | {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"} | (env or {})
-    return subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    """The CLI with one thread per process (the tasks share this machine's cores); the caller checks the exit."""
+    return train_cli(*args, timeout=timeout, check=False, env={"OMP_NUM_THREADS": "1"} | (env or {}))
 
 
 @pytest.mark.parametrize(("arg", "message"), [
@@ -147,16 +144,6 @@ def cluster():
     yield partition
     if started:
         subprocess.run(script + ["down"], capture_output=True, timeout=300)
-
-
-def records(root: Path) -> list[dict]:
-    """Every record below root, checking that each run has exactly one complete record."""
-    files = sorted(root.rglob("record.json"))
-    assert len({f.parent for f in files}) == len(files)
-    for f in files:
-        assert (f.parent / "done").is_file(), f
-    assert not list(root.rglob("*.tmp")), "a half-written file was left behind"
-    return [json.loads(f.read_text()) for f in files]
 
 
 def sacct(array_id: str, duplicates: bool = False, until=None) -> list[tuple[str, str]]:

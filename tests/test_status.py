@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import ROOT
 
-from kanx import records as R
+from kanx.records import write_record
 from kanx.status import collect, eta_seconds, main
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_run(folder: Path, status: str | None = "ok", config: dict | None = None, epoch: int | None = None, lock: bool = False,
@@ -96,7 +95,7 @@ def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
     assert len(list(sweep.glob("*/done"))) == 6, sorted(p.name for p in (tmp_path / "sin_xy2" / "E").iterdir())
 
     record = json.loads((sweep / "beta=0.1,seed=1" / "record.json").read_text())
-    R.write_record(sweep / "beta=0.1,seed=1", {**record, "status": "failed"})
+    write_record(sweep / "beta=0.1,seed=1", {**record, "status": "failed"})
     shutil.rmtree(sweep / "beta=0.1,seed=2")
     for name in ("record.json", "done", "model.pt"):
         (sweep / "beta=0.0,seed=2" / name).unlink()

@@ -61,7 +61,7 @@ def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], ini
     """What every kanx launcher does first: Hydra's globals and logging, kanx's resolvers,
     refuse an empty sweep, then compose every job (keeping Hydra's singletons as they were)."""
     from kanx.config import register_resolvers
-    from kanx.train import fail
+    from kanx.errors import fail
 
     setup_globals()
     register_resolvers()
@@ -87,16 +87,16 @@ class PackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from kanx.errors import ConfigError
+        from kanx.errors import ConfigError, fail
         from kanx.plan import stop_on_signals
+        from kanx.records import discard_if_empty
         from kanx.runner import run_jobs
-        from kanx.train import discard_if_empty, fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
-        stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop
+        checkpointer = stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         try:
-            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group)
+            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group, checkpointer=checkpointer)
         except ConfigError as e:
             discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)

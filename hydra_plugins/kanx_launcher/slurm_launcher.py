@@ -10,7 +10,7 @@ with ``wait=false`` prints the job id and how to collect the results later.
 Each array task runs a `PackTask`, a submitit checkpointable callable. On SLURM's
 pre-timeout or preemption signal (USR2, sent ``signal_delay_s`` before the time limit or by
 ``scancel --signal=USR2``) submitit calls `PackTask.checkpoint`, which writes exact
-checkpoints as of the last finished epoch (`kanx.runner.save_active_checkpoint`) and
+checkpoints as of the last finished epoch (the task's `kanx.runner.Checkpointer`) and
 requeues the task; the requeued task resumes from them, because the runner resumes any run
 whose ``checkpoint.pt`` carries the same config hash. docs/SLURM.md has the whole story.
 No ``from __future__ import annotations`` here: Hydra's plugin scan imports this module and
@@ -36,6 +36,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.kanx_launcher.packed_launcher import start_launch
+from kanx import records
 
 log = logging.getLogger("kanx")
 
@@ -83,9 +84,14 @@ class PackTask:
 
     def __init__(self, runs: list[tuple[dict, str]]) -> None:
         self.runs = runs
+        self.checkpointer = None  # kanx.runner.Checkpointer of the pack in training, while this task runs
+
+    def __getstate__(self) -> dict:
+        # submitit pickles the task to requeue it: its runs, not the pack in training.
+        return {**self.__dict__, "checkpointer": None}
 
     def __call__(self) -> list[Optional[dict]]:  # noqa: UP045
-        from kanx.runner import run_jobs
+        from kanx.runner import Checkpointer, run_jobs
 
         _task_logging()
         _limit_threads()
@@ -98,18 +104,17 @@ class PackTask:
             self.runs = [({**c, "overwrite": False}, d) for c, d in self.runs]
         # SIGTERM comes from scancel, from preemption on clusters that send no USR2, and from
         # the time limit when USR2 was missed: saving is cheap, and a later submission resumes.
-        signal.signal(signal.SIGTERM, _save_then(signal.getsignal(signal.SIGTERM)))
+        self.checkpointer = Checkpointer()
+        signal.signal(signal.SIGTERM, _save_then(signal.getsignal(signal.SIGTERM), self.checkpointer))
         log.info(f"array task: {len(self.runs)} run(s), attempt {restarts + 1}")
         # The submitter cut this pack (by its group); train it as one, whatever it mixes.
-        return run_jobs(self.runs, pack_size=len(self.runs), group="all")
+        return run_jobs(self.runs, pack_size=len(self.runs), group="all", checkpointer=self.checkpointer)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit on USR2: save the training pack's state, requeue this task."""
         import submitit
 
-        from kanx.runner import save_active_checkpoint
-
-        n = save_active_checkpoint()
+        n = self.checkpointer.save() if self.checkpointer is not None else 0
         log.warning(f"preemption/time-limit signal: saved exact checkpoints of {n} run(s); requeueing" if n
                     else "preemption/time-limit signal: no pack is mid-training (none started, or it is writing records), "
                          "nothing new to save; requeueing")
@@ -119,12 +124,10 @@ class PackTask:
         """overwrite=true: drop each run's old record (and any checkpoint) once, when the task
         first starts; a requeued attempt then runs with overwrite off, so it resumes from its
         own checkpoints and keeps the records it has already written."""
-        from kanx import records as R
-
         runs = []
         for container, run_dir in self.runs:
             if container.get("overwrite"):
-                for name in (R.DONE, R.CHECKPOINT):
+                for name in (records.DONE, records.CHECKPOINT):
                     (Path(run_dir) / name).unlink(missing_ok=True)
                 container = {**container, "overwrite": False}
             runs.append((container, run_dir))
@@ -149,12 +152,10 @@ def _limit_threads() -> None:
         torch.set_num_threads(int(cpus))
 
 
-def _save_then(previous: Any) -> Any:
+def _save_then(previous: Any, checkpointer: Any) -> Any:
     def handler(signum: int, frame: Any) -> None:
-        from kanx.runner import save_active_checkpoint
-
         try:
-            n = save_active_checkpoint()
+            n = checkpointer.save()
             if n:
                 log.warning(f"{signal.Signals(signum).name}: saved exact checkpoints of {n} run(s)")
         except Exception as e:  # a signal handler must not raise into the training loop
@@ -301,9 +302,9 @@ class SlurmLauncher(Launcher):
 
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from kanx.errors import ConfigError
+        from kanx.errors import ConfigError, fail
+        from kanx.records import discard_if_empty
         from kanx.runner import make_packs, prepare_jobs
-        from kanx.train import discard_if_empty, fail
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
         try:
@@ -340,8 +341,7 @@ class SlurmLauncher(Launcher):
 
     def _submit(self, packs: list, sbatch: dict) -> list:
         """Submit one array (a task per pack); returns [(submitit job, pack)]."""
-        from kanx import records as R
-        from kanx.train import fail
+        from kanx.errors import fail
 
         folder = Path(str(self.params["submitit_folder"])).absolute()
         try:
@@ -356,7 +356,7 @@ class SlurmLauncher(Launcher):
             fail(f"sbatch refused the array of {len(tasks)} task(s): {str(e).strip()}")
         for sjob, pack in zip(sjobs, packs, strict=True):
             for job in pack:
-                R.atomic_write_bytes(job.run_dir / JOB_MARKER, f"{sjob.job_id}\n".encode())
+                records.atomic_write_bytes(job.run_dir / JOB_MARKER, f"{sjob.job_id}\n".encode())
         array_id = sjobs[0].job_id.split("_")[0]
         n_runs = sum(len(p) for p in packs)
         per = f"packs of up to {max(len(p) for p in packs)} runs" if self.params["pack"] else "one run each"
@@ -406,10 +406,8 @@ class SlurmLauncher(Launcher):
         return failures
 
     def _job_return(self, cfg: DictConfig, run_dir: Path, overrides: list, wait: bool, failures: Optional[dict] = None) -> JobReturn:  # noqa: UP045
-        from kanx import records as R
-
         ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
-        record = R.read_state(run_dir).record
+        record = records.read_state(run_dir).record
         ret.status = JobStatus.COMPLETED
         ret.return_value = record  # None with wait=false for runs still to train
         if wait and record is None:
@@ -423,9 +421,8 @@ class SlurmLauncher(Launcher):
         LAUNCHER=slurm`) as one array, packs cut across the sweeps by ``group``; wait for it
         unless wait=false. Returns the number of runs left without a record (0 with
         wait=false)."""
-        from kanx.errors import ConfigError
+        from kanx.errors import ConfigError, fail
         from kanx.runner import make_packs
-        from kanx.train import fail
 
         try:
             sbatch = self._check_params()
@@ -442,9 +439,7 @@ class SlurmLauncher(Launcher):
             print(f"kanx: SLURM job(s) {' '.join(ids) or '(none)'} submitted or still queued; not waiting (hydra.launcher.wait=false)")
             return 0
         self._wait(submitted, busy)
-        from kanx import records as R
-
-        return sum(R.read_state(j.run_dir).record is None for j in prepared)
+        return sum(records.read_state(j.run_dir).record is None for j in prepared)
 
     def _print_later(self, submitted: list, busy: dict, jobs: list) -> None:
         """wait=false: the job ids, and how to follow them and analyse the results."""

@@ -30,8 +30,7 @@ class KanxSweeper(BasicSweeper):
         from pathlib import Path
 
         from kanx.checks import check_writable
-        from kanx.errors import ConfigError
-        from kanx.train import fail
+        from kanx.errors import ConfigError, fail
 
         try:
             check_writable([Path(str(self.config.hydra.sweep.dir))])

@@ -5,6 +5,7 @@ over one tidy DataFrame of runs. ``python -m kanx.analyze RESULTS_ROOT`` writes 
 """
 
 from .aggregate import expected_grid, log_ratio_summary, log_ratios, missing_cells, seed_medians
+from .collect import load_runs
 from .figures import log_ratio_figure
 from .hypervolume import (
     condition_hypervolumes,
@@ -20,7 +21,6 @@ from .published import (
     read_published,
     read_published_hv,
 )
-from .records import load_runs
 from .report import build_artifacts
 from .tables import absolute_table
 

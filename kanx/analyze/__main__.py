@@ -15,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from .collect import load_runs
 from .curves import curve_figures
+from .labels import group_label
 from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
-from .records import load_runs
-from .registry import group_label
 from .report import Artifacts, build_artifacts
 from .select import draw_median_models
 from .tables import format_beta

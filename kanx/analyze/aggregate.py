@@ -21,8 +21,8 @@ import pandas as pd
 
 from kanx.kan.structure import stage_shapes, trace  # numpy only: the kanx.kan package imports no torch
 
-from .records import active_runs, metric_values
-from .registry import BASELINE, CONDITIONS, GATED, STATUSES, UNGATED, dataset_rank, family_rank
+from .collect import active_runs, metric_values
+from .labels import BASELINE, CONDITIONS, GATED, STATUSES, UNGATED, dataset_rank, family_rank
 
 # Short metric names used in column prefixes (and in the published CSV format).
 METRIC_PREFIX: dict[str, str] = {

@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from kanx.vocab import METRICS
 
-from .registry import group_label
+from .labels import group_label
 from .tables import format_beta
 
 # (column, panel title, log-scaled y); "pi" stands for the columns pi_0 .. pi_{L-1}.

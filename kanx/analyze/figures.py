@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
 
+from .collect import active_runs
 from .hypervolume import pareto_front
-from .records import active_runs
-from .registry import BASELINE, CONDITIONS, GATED
+from .labels import BASELINE, CONDITIONS, GATED
 from .tables import format_beta
 
 PLOTTED = tuple(c for c in CONDITIONS if c != BASELINE)  # Baseline vs itself is 0 by definition

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pymoo.indicators.hv import HV
 
-from .registry import CONDITIONS, GATED, dataset_rank, sort_datasets, sort_families
+from .labels import CONDITIONS, GATED, dataset_rank, sort_datasets, sort_families
 
 OBJECTIVES: tuple[str, ...] = ("rmse_median", "edges_median", "depth_median")
 REF_SCALE = 1.1

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import METRIC_PREFIX
+from .collect import canonical_beta
 from .hypervolume import REF_SCALE, condition_hypervolumes
-from .records import canonical_beta
-from .registry import CONDITIONS, GATED, UNGATED
+from .labels import CONDITIONS, GATED, UNGATED
 from .tables import (
     CSV_FLOAT,
     DASH_MD,

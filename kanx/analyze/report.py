@@ -16,7 +16,7 @@ from . import published as pub
 from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians, ungated_structure_check
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
-from .registry import (
+from .labels import (
     STATUSES,
     family_label,
     group_label,

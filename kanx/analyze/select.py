@@ -12,8 +12,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from .records import active_runs, canonical_beta, load_runs
-from .registry import CONDITIONS, UNGATED
+from .collect import active_runs, canonical_beta, load_runs
+from .labels import CONDITIONS, UNGATED
 
 
 def median_runs(records_root: str | Path, dataset: str, beta: float | None = None) -> dict[str, Path]:
@@ -65,9 +65,10 @@ def draw_median_models(records_root: str | Path, dataset: str, out_dir: str | Pa
     written, drawn = [], []
     for condition, run_dir in median_runs(records_root, dataset, beta).items():
         run = load_run(run_dir)
-        written += save(draw_run(run, show_closed=show_closed), out_dir / f"{dataset}_{condition}", formats)
+        fig, _ = draw_run(run, show_closed=show_closed)
+        written += save(fig, out_dir / f"{dataset}_{condition}", formats)
         drawn.append(run)
     if combined and drawn:
-        fig = draw_grid(drawn, ncols=min(4, len(drawn)), show_closed=show_closed, title=f"{dataset}: median-seed model per condition")
+        fig, _ = draw_grid(drawn, ncols=min(4, len(drawn)), show_closed=show_closed, title=f"{dataset}: median-seed model per condition")
         written += save(fig, out_dir / f"{dataset}_median_models", formats)
     return written

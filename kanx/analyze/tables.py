@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import METRIC_PREFIX
-from .registry import BASELINE, CONDITIONS, UNGATED, family_label, group_label, problem_label
+from .labels import BASELINE, CONDITIONS, UNGATED, family_label, group_label, problem_label
 
 MISSING = "missing"
 NOT_AVAILABLE = "n/a"

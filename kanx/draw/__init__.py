@@ -1,7 +1,7 @@
 """Draw a trained gated KAN as in the paper's Fig. 1.
 
     python -m kanx.draw RUN_DIR [--out FILE_STEM] [--formats png,pdf,svg] [--show-closed]
-    fig = kanx.draw.draw_run(run_dir_or_trained_run)          # notebooks
+    fig, drawing = kanx.draw.draw_run(run_dir_or_trained_run)  # notebooks: the figure and what it shows
     kanx.analyze.select.draw_median_models(records_root, dataset, out_dir)  # median-seed model per condition
 
 What is drawn (paper, "Gated multi-exit architecture" and Methods "Evaluation measures"):

@@ -28,8 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as e:  # no run there, or a corrupt or truncated file: one line naming it
         print(f"kanx.draw: error: {e}", file=sys.stderr)
         return 2
-    fig = draw_run(run, show_closed=args.show_closed)
-    for note in fig.kanx_drawing.notes:
+    fig, drawing = draw_run(run, show_closed=args.show_closed)
+    for note in drawing.notes:
         print(f"kanx.draw: warning: {note}", file=sys.stderr)
     for path in save(fig, args.out or Path(args.run_dir) / "drawing", formats, args.dpi):
         print(path)

@@ -40,7 +40,7 @@ class EdgeInfo:
 
 @dataclass
 class Drawing:
-    """What draw_run() drew, kept on the figure as ``fig.kanx_drawing``."""
+    """What draw_run() drew, returned beside its figure."""
 
     edges: list[EdgeInfo]
     roles: EdgeRoles

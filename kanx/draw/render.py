@@ -99,13 +99,14 @@ def _prepare(run_or_dir, legend: bool, max_plots: int) -> _Prepared:
     return _Prepared(run, d, lay, (x0 - (1.0 if rotation else 0.0), x1, y0, y1), plots, rotation)
 
 
-def draw_run(run_or_dir, ax=None, show_closed: bool = False, title: bool | str = True, legend: bool = True, max_plots: int = MAX_PLOTS) -> Figure:
+def draw_run(run_or_dir, ax=None, show_closed: bool = False, title: bool | str = True, legend: bool = True,
+             max_plots: int = MAX_PLOTS) -> tuple[Figure, Drawing]:
     """Draw a trained model: a run directory or a kanx.TrainedRun. Returns the Figure (a new
-    one unless ``ax`` is given). ``show_closed`` adds closed and non-contributing edges as
-    faint lines; ``title`` is True (dataset, condition, beta, seed, test RMSE, contributing
-    edges, depth, exit), False or a string. ``fig.kanx_drawing`` holds the Drawing (every
-    edge's role). With more than ``max_plots`` contributing edges they are drawn as lines
-    only."""
+    one unless ``ax`` is given) and the Drawing (every edge's role, and notes such as a
+    fallback to the spline grids' ranges). ``show_closed`` adds closed and non-contributing
+    edges as faint lines; ``title`` is True (dataset, condition, beta, seed, test RMSE,
+    contributing edges, depth, exit), False or a string. With more than ``max_plots``
+    contributing edges they are drawn as lines only."""
     prep = _prepare(run_or_dir, legend, max_plots)
     if ax is None:
         w, h = (v * INCH_PER_UNIT for v in prep.size)
@@ -113,8 +114,7 @@ def draw_run(run_or_dir, ax=None, show_closed: bool = False, title: bool | str =
         fig = Figure(figsize=(max(w, MIN_WIDTH_IN), h + top))
         ax = fig.add_axes((0.0, 0.0, 1.0, h / (h + top)))
     _render(prep, ax, show_closed, title, legend)
-    ax.figure.kanx_drawing = prep.d
-    return ax.figure
+    return ax.figure, prep.d
 
 
 def _render(prep: _Prepared, ax, show_closed: bool, title: bool | str, legend: bool, font_scale: float = 1.0) -> None:
@@ -262,9 +262,10 @@ def _short_title(run, d: Drawing) -> str:
 
 
 def draw_grid(runs: Sequence, ncols: int = 4, show_closed: bool = False, title: str | None = None, inch_per_unit: float = 0.5,
-              max_plots: int = MAX_PLOTS) -> Figure:
+              max_plots: int = MAX_PLOTS) -> tuple[Figure, list[Drawing]]:
     """Several runs in one figure (e.g. the eight conditions as 2 x 4), one panel each, at
-    one common scale, with one legend. ``runs``: run directories or TrainedRuns."""
+    one common scale, with one legend. ``runs``: run directories or TrainedRuns. Returns the
+    Figure and each panel's Drawing."""
     preps = [_prepare(r, legend=False, max_plots=max_plots) for r in runs]
     nrows = -(-len(preps) // ncols)
     pw = max(p.size[0] for p in preps) * inch_per_unit
@@ -281,5 +282,4 @@ def draw_grid(runs: Sequence, ncols: int = 4, show_closed: bool = False, title: 
         fig.suptitle(title, y=1 - 0.12 / H, va="top", fontsize=13)
     handles = _legend_handles([(p.run.model, p.d) for p in preps], show_closed)
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9.5, frameon=False, bbox_to_anchor=(0.5, 0.05 / H))
-    fig.kanx_drawings = [p.d for p in preps]
-    return fig
+    return fig, [p.d for p in preps]

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from kanx.kan.network import GatedKAN
-from kanx.kan.structure import NodeKey, source_node
+from kanx.kan.structure import NodeKey, source_node, trained_inference_gates
 from kanx.load import rebuild_dataset
 
 CURVE_POINTS = 96
@@ -31,7 +31,7 @@ def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
     come from: "training data", or the spline grid of the stage the node feeds when the
     data cannot be rebuilt."""
     model = run.model
-    gates = _inference_gates(model, run.gate_estimator)
+    gates = trained_inference_gates(model, run.gate_estimator)
     ranges: dict[NodeKey, tuple[float, float]] = {}
     try:
         x = _training_inputs(run).to(torch.float32).unsqueeze(0)
@@ -52,20 +52,11 @@ def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
     return ranges, source
 
 
-def _inference_gates(model: GatedKAN, estimator: str) -> torch.Tensor:
-    fc = model.fc_enabled
-    model.fc_enabled = model.condition.forward  # as at the end of training
-    try:
-        return model.inference_gates(estimator)
-    finally:
-        model.fc_enabled = fc
-
-
 @torch.no_grad()
 def edge_curves(model: GatedKAN, ranges: dict[NodeKey, tuple[float, float]], estimator: str = "threshold", n: int = CURVE_POINTS):
     """Per stage (xs (I, n), ys (I, O, n)): z * phi(x) of every edge over its source's range,
     phi(x) = scale_base silu(x) + scale_sp spline(x), z the inference gate."""
-    gates = model.split_edges(_inference_gates(model, estimator))
+    gates = model.split_edges(trained_inference_gates(model, estimator))
     out = []
     for k, stage in enumerate(model.stages):
         lo_hi = np.array([ranges[source_node(model, k, i)] for i in range(stage.in_features)])

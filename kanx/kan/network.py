@@ -18,12 +18,13 @@ on the input samples, so the merge changes nothing but the number of small ops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import nn
 
-from kanx.kan import gates as G_
+from kanx.kan.gates import ALPHA_OPEN, deterministic_gate, expected_open, gumbel_softmax, sample_hard_concrete
 from kanx.kan.layer import KANLayer
 from kanx.kan.spec import Condition, KANSpec, member_generators
 from kanx.kan.structure import stage_shapes
@@ -80,7 +81,7 @@ class GatedKAN(nn.Module):
             fc_masks.append(m)
         self.register_buffer("fc_input", torch.cat([m.repeat_interleave(o) for m, (_, o) in zip(fc_masks, self.edge_shapes, strict=True)]), persistent=False)
 
-        alpha = torch.full((M, self.n_edges), float(spec.gate_init_alpha if condition.edge_gates else G_.ALPHA_OPEN), dtype=dtype)
+        alpha = torch.full((M, self.n_edges), float(spec.gate_init_alpha if condition.edge_gates else ALPHA_OPEN), dtype=dtype)
         if self.mixed:
             # Per-member views of the superset: which edges exist for whom, who has E and X.
             own = torch.zeros(M, self.n_edges, dtype=dtype)
@@ -89,7 +90,7 @@ class GatedKAN(nn.Module):
             self.register_buffer("own_edges", own, persistent=False)
             self.register_buffer("has_e", torch.tensor([c.edge_gates for c in conditions]), persistent=False)
             self.register_buffer("has_x", torch.tensor([c.exits for c in conditions]), persistent=False)
-            alpha[~self.has_e] = G_.ALPHA_OPEN
+            alpha[~self.has_e] = ALPHA_OPEN
         if condition.edge_gates:
             self.alpha = nn.Parameter(alpha)  # (M, n_edges), all stages flattened
         else:
@@ -194,6 +195,18 @@ class GatedKAN(nn.Module):
             return self.own_edges * (1.0 - self.fc_input) if fc_off else self.own_edges
         return 1.0 - self.fc_input if fc_off else torch.ones_like(self.fc_input)
 
+    @contextmanager
+    def forward_connections(self, on: bool) -> Iterator[GatedKAN]:
+        """Evaluate with forward connections on or off, then give back the setting the
+        trainer chose for the epoch: the trainer owns fc_enabled (the FC warmup), and the
+        readers of a model (structure, drawing, formula) must not leave it changed."""
+        before = self.fc_enabled
+        self.fc_enabled = on
+        try:
+            yield self
+        finally:
+            self.fc_enabled = before
+
     def _alpha(self) -> torch.Tensor:
         """Egate logits, frozen (no gradient) for the members without E."""
         if self.mixed and self.condition.edge_gates:
@@ -205,18 +218,18 @@ class GatedKAN(nn.Module):
         exactly 1 without E (alpha = 20 gives z~ = 1 for every u the sampler allows)."""
         if not self.condition.edge_gates:
             return self.edge_mask().expand(self.M, -1)
-        z = G_.sample_hard_concrete(self._alpha(), u)
+        z = sample_hard_concrete(self._alpha(), u)
         if self.mixed:
             z = torch.where(self.has_e.unsqueeze(-1), z, torch.ones_like(z))
         return z * self.edge_mask()
 
     def inference_gates(self, estimator: str = "threshold") -> torch.Tensor:
         """Deterministic gates (M, n_edges) with FCs as they are now."""
-        return G_.deterministic_gate(self.alpha, estimator) * self.edge_mask()
+        return deterministic_gate(self.alpha, estimator) * self.edge_mask()
 
     def expected_gates(self) -> torch.Tensor:
         """E[z~] per edge (M, n_edges), Eq. (expected-z); 0 for edges that do not exist now."""
-        return G_.expected_open(self._alpha()) * self.edge_mask()
+        return expected_open(self._alpha()) * self.edge_mask()
 
     def split_edges(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """(M, n_edges) -> per stage (M, I_k, O_k)."""
@@ -243,7 +256,7 @@ class GatedKAN(nn.Module):
         when no member has X."""
         if not self.condition.exits:
             return None
-        eta = G_.gumbel_softmax(self.exit_logits, u, tau)
+        eta = gumbel_softmax(self.exit_logits, u, tau)
         return torch.where(self.has_x.unsqueeze(-1), eta, self._last_exit()) if self.mixed else eta
 
     def selected_exit(self) -> torch.Tensor:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # the trace is numpy only, so the torch-free analysis can use it
+    import torch
+
     from kanx.kan.network import GatedKAN
 
 
@@ -201,16 +203,18 @@ def _component_labels(edges: list[tuple[int, int]]) -> list[int]:
     return [index.setdefault(find(a), len(index)) for a, _ in edges]
 
 
+def trained_inference_gates(model: GatedKAN, estimator: str = "threshold") -> torch.Tensor:
+    """model.inference_gates with forward connections on, as at the end of training: the
+    gates that the structure, the drawing and the formula all read (M, n_edges)."""
+    with model.forward_connections(model.condition.forward):
+        return model.inference_gates(estimator)
+
+
 def _member_masks(model: GatedKAN, estimator: str) -> tuple[list, list[int]]:
     """Every member's open-edge masks per stage (I_k, O_k), in the layout of a model of its
     own condition, with forward connections on, as at the end of training (deterministic
     gates), and the argmax exit of every member."""
-    fc = model.fc_enabled
-    model.fc_enabled = model.condition.forward
-    try:
-        gates = [g.cpu().numpy() for g in model.split_edges(model.inference_gates(estimator) > 0)]
-    finally:
-        model.fc_enabled = fc
+    gates = [g.cpu().numpy() for g in model.split_edges(trained_inference_gates(model, estimator) > 0)]
     masks = []
     for m, c in enumerate(model.conditions):
         blocks = [model.stage_block(k, c) for k in range(model.L)]

@@ -24,7 +24,7 @@ from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import RECORD as RECORD_NAME
 from kanx.vocab import SCHEMA_VERSION
 
-from .registry import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
+from .labels import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
 
 METRICS: tuple[str, ...] = (
     "test_rmse",

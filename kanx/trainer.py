@@ -114,8 +114,9 @@ def member_grid_updates(train: TrainConfig, conditions: Sequence[Condition]) -> 
     return schedule
 
 
-class Pack:
-    """M runs trained together. Parameters, data and noise all carry the member axis."""
+class Trainer:
+    """The trainer of a pack: M runs trained together. Parameters, data and noise all carry
+    the member axis."""
 
     def __init__(self, runs: Sequence[RunConfig], x_train: torch.Tensor, y_train: torch.Tensor, n_train: int, device: torch.device):
         """x_train (M, N, n_0), y_train (M, N, n_L): each member's training data, already
@@ -142,6 +143,7 @@ class Pack:
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
         self.static_steps = None  # kanx.graphs.StaticSteps, with train.cuda_graph
         self.epoch = 0  # the next epoch to run
+        self.last_state: dict | None = None  # full_state() at the last epoch boundary train() passed: what a signal checkpoints
         self.steps = 0
         self.train_seconds = 0.0
 
@@ -262,11 +264,12 @@ class Pack:
                 p.grad[dead] = 0.0
 
     # ---------------------------------------------------------------- train / evaluate
-    def train(self, on_epoch: Callable[[Pack, Progress], None] | None = None) -> None:
+    def train(self, on_epoch: Callable[[Trainer, Progress], None] | None = None) -> None:
         start = time.perf_counter() - self.train_seconds
         while self.epoch < self.train_cfg.epochs:
             progress = self.run_epoch()
             self.train_seconds = time.perf_counter() - start
+            self.last_state = self.full_state()
             if on_epoch is not None:
                 on_epoch(self, progress)
         self.model.fc_enabled = self.condition.forward

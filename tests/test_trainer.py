@@ -9,7 +9,7 @@ from helpers import toy_data, trained
 from kanx.config import DataConfig, RunConfig, TrainConfig
 from kanx.kan.network import Condition, KANSpec
 from kanx.kan.objective import Costs
-from kanx.training import Pack, beta_active, fc_active, grid_update_epochs, tau_x
+from kanx.trainer import Trainer, beta_active, fc_active, grid_update_epochs, tau_x
 
 
 def make_runs(condition="EFX", seeds=(0, 1, 2), betas=(0.0, 0.05, 0.5), epochs=5, **train):
@@ -38,7 +38,7 @@ def test_the_warmup_holds_beta_at_zero_for_the_conditions_it_applies_to(warmup_f
                       TrainConfig(epochs=5, batch_size=32, compile=False, warmup=2, warmup_for=warmup_for), b, 0)
             for c, b in (("X", 0.5), ("EX", 0.5), ("E", 0.1), ("Baseline", 0.0))]
     x, y = toy_data(len(runs))
-    pack = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    pack = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
     assert pack.betas_at(1) == [x_beta_in_warmup, 0.0, 0.0, 0.0]
     assert pack.betas_at(2) == [0.5, 0.5, 0.1, 0.0]
 
@@ -83,15 +83,37 @@ def test_resuming_from_member_states_gives_the_same_model():
     runs = make_runs(epochs=6)
     x, y = toy_data(3)
     full = trained(runs, x, y)
-    first = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    first = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
     while first.epoch < 3:
         first.run_epoch()
     states = [first.member_state(m) for m in range(3)]
-    resumed = Pack(runs, x, y, x.shape[1], torch.device("cpu"))
+    resumed = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
     resumed.load_member_states(states)
     resumed.train()
     for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_the_trainer_keeps_its_state_at_the_last_epoch_boundary(tmp_path):
+    from kanx.runner import Checkpointer, Job
+
+    runs = make_runs(epochs=3)
+    x, y = toy_data(3)
+    seen = []
+    pack = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
+    assert pack.last_state is None  # nothing to checkpoint before the first epoch has ended
+    pack.train(lambda t, progress: seen.append(t.last_state["epoch"]))
+    assert seen == [1, 2, 3]
+    jobs = [Job({}, run, tmp_path / str(m), f"hash{m}") for m, run in enumerate(runs)]
+    for job in jobs:
+        job.run_dir.mkdir()
+    checkpointer = Checkpointer()
+    assert checkpointer.save() == 0  # no pack in training
+    checkpointer.watch(jobs, pack)
+    assert checkpointer.save() == 3
+    saved = torch.load(jobs[1].run_dir / "checkpoint.pt", weights_only=True)
+    assert saved["epoch"] == 3 and saved["config_hash"] == "hash1"
+    assert torch.equal(saved["state"]["model"]["stages.0.coef"], pack.member_state(1)["model"]["stages.0.coef"])
 
 
 def test_same_seed_same_numbers():
