@@ -36,6 +36,15 @@ def test_small_real_sweep_through_the_cli(tmp_path):
     assert stamps == {f: f.stat().st_mtime_ns for f in tmp_path.rglob("record.json")}
 
 
+def test_a_sweep_over_conditions_leaves_no_folder_for_the_default_condition(tmp_path):
+    """Hydra writes multirun.yaml into the primary config's sweep folder, which is Baseline's
+    when +condition is swept: no run lands there, so no empty Baseline sweep is left."""
+    cli("+condition=X,FX", f"results_root={tmp_path}", "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "beta=0.1", "seed=0",
+        "hydra.launcher.group=all", *TOY, "-m")
+    assert sorted(r["condition"] for r in records(tmp_path)) == ["FX", "X"]
+    assert sorted(p.name for p in (tmp_path / "sin_xy2").iterdir()) == ["FX", "X"]
+
+
 def test_baseline_and_f_sweep_seeds_only():
     assert composed("+condition=F", "dataset=concrete", hydra=True).hydra.sweeper.params.beta == "0.0"
     assert composed("+condition=X", "dataset=concrete", hydra=True).hydra.sweeper.params.beta == "0.0,0.001,0.005,0.01,0.05,0.1,0.5"

@@ -100,6 +100,9 @@ class PackedLauncher(Launcher):
         except ConfigError as e:
             discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)
+        # Swept over +condition, the primary config's sweep folder (Baseline's) holds no run,
+        # only Hydra's multirun.yaml.
+        discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
         failed = [str(run_dir) for (_, run_dir, _), record in zip(jobs, records, strict=True) if record and record.get("status") == "failed"]
         if failed:  # recorded (a re-run retries them), but a script must see it
             fail(f"{len(failed)} of {len(jobs)} run(s) failed; their record.json holds the error, e.g. {failed[0]}", code=1)
