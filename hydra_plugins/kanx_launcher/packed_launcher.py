@@ -100,9 +100,13 @@ class PackedLauncher(Launcher):
         except ConfigError as e:
             discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)
-        # Swept over +condition, the primary config's sweep folder (Baseline's) holds no run,
-        # only Hydra's multirun.yaml.
-        discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
+        # Swept over +condition, the primary config's sweep folder (Baseline's) holds only
+        # Hydra's multirun.yaml, and no job ran in its condition. (A folder that differs from
+        # its jobs' only in how Hydra spells a value, ...=false beside ...=False, is where
+        # kanx.status finds their multirun.yaml: kept.)
+        primary = Path(str(self.config.hydra.sweep.dir))
+        if not any(Path(run_dir).resolve().is_relative_to(primary.parent.resolve()) for _, run_dir, _ in jobs):
+            discard_if_empty(primary, self.config.get("results_root"))
         failed = [str(run_dir) for (_, run_dir, _), record in zip(jobs, records, strict=True) if record and record.get("status") == "failed"]
         if failed:  # recorded (a re-run retries them), but a script must see it
             fail(f"{len(failed)} of {len(jobs)} run(s) failed; their record.json holds the error, e.g. {failed[0]}", code=1)
