@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from kanx import records
+from kanx import records, vocab
 from kanx.config import (
     RunConfig,
     check_against_data,
@@ -363,7 +363,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         status, reason = _status(bool(trainer.alive[m]), metrics[m], structures[m])
         rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
         rec["timing"]["device"] = describe_device(device)
-        rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")}}
+        rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in vocab.RECORD_STRUCTURE}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
         (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced

@@ -49,3 +49,18 @@ SCHEMA_VERSION = 1
 RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
 LOCK = "lock"  # held (host and pid inside) while a process trains the run
 METRICS = "metrics.csv"  # training curves (kanx.curves writes them, kanx.analyze --curves draws them)
+
+# The record's fields (record.json, schema SCHEMA_VERSION), written by kanx.runner and read by
+# kanx.analyze.collect; tests/test_vocab.py checks a real record against them.
+RECORD_FIELDS: tuple[str, ...] = (
+    "schema_version", "dataset", "family", "condition", "beta", "seed", "data_seed", "status", "status_reason",
+    "n_train", "n_test", "metrics", "timing", "versions", "git_commit", "config_hash", "data_hash", "config",
+    "error", "target_unit",
+)
+# record["metrics"]: test_rmse_one_step only for the dynamical systems (its multi-step rollouts
+# are test_rmse); the structure of the trained model (kanx.kan.structure) follows the errors.
+RECORD_ERRORS: tuple[str, ...] = ("test_rmse", "train_rmse", "test_rmse_one_step")
+RECORD_STRUCTURE: tuple[str, ...] = ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")
+RECORD_METRICS: tuple[str, ...] = (*RECORD_ERRORS, *RECORD_STRUCTURE)
+# record["timing"]: what the analysis reads of it (the writer adds train_s, pack_size, device).
+RECORD_TIMING: tuple[str, ...] = ("wall_s", "steps", "steps_per_s")

@@ -63,3 +63,19 @@ def test_yaml_defaults_agree_with_the_config_dataclasses():
                 assert conf[section][f.name] == f.default, f"{section}.{f.name}: YAML {conf[section][f.name]!r}, {cls.__name__} {f.default!r}"
     costs = Costs()
     assert (conf["model"]["edge_cost"], conf["model"]["node_cost"], conf["model"]["exit_cost"]) == (costs.edge, costs.node, costs.exit)
+
+
+def test_a_written_record_has_exactly_the_fields_the_reader_knows(tmp_path):
+    """The writer (kanx.runner) and the reader (kanx.analyze.collect) share vocab.RECORD_*:
+    a real record of a static and of a dynamical dataset holds exactly those fields."""
+    import json
+
+    from helpers import TOY, train_run
+
+    for dataset, errors in (("sin_xy2", vocab.RECORD_ERRORS[:2]), ("ikeda", vocab.RECORD_ERRORS)):
+        run_dir = train_run(tmp_path / dataset, f"dataset={dataset}", "+condition=EX", "beta=0.1", *TOY, "train.epochs=2",
+                            "train.warmup=1", f"results_root={tmp_path}")
+        record = json.loads((run_dir / vocab.RECORD).read_text())
+        assert sorted(record) == sorted(vocab.RECORD_FIELDS)
+        assert sorted(record["metrics"]) == sorted((*errors, *vocab.RECORD_STRUCTURE))
+        assert set(vocab.RECORD_TIMING) <= set(record["timing"])

@@ -22,21 +22,11 @@ import pandas as pd
 
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import RECORD as RECORD_NAME
-from kanx.vocab import SCHEMA_VERSION
+from kanx.vocab import RECORD_METRICS, RECORD_TIMING, SCHEMA_VERSION
 
 from .labels import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
 
-METRICS: tuple[str, ...] = (
-    "test_rmse",
-    "train_rmse",
-    "test_rmse_one_step",
-    "contributing_edges",
-    "depth",
-    "exit",
-    "open_gates",
-    "bias_terms",
-)
-TIMING: tuple[str, ...] = ("wall_s", "steps", "steps_per_s")
+METRICS, TIMING = RECORD_METRICS, RECORD_TIMING
 RUN_COLUMNS: tuple[str, ...] = (
     "dataset",
     "family",
