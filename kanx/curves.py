@@ -26,7 +26,7 @@ import torch
 
 from kanx import records, vocab
 from kanx.kan.objective import complexity
-from kanx.trainer import Progress, Trainer, tau_x, tau_x_span
+from kanx.trainer import Progress, Trainer
 
 METRICS = vocab.METRICS
 
@@ -47,7 +47,7 @@ class Curves:
         if trainer.epoch % self.every and trainer.epoch != trainer.train_cfg.epochs:
             return
         model, cfg = trainer.model, trainer.train_cfg
-        tau = tau_x(progress.epoch, tau_x_span(cfg), cfg.tau_x_start, cfg.tau_x_end)
+        tau = trainer.tau_at(progress.epoch)
         lc = complexity(model, trainer.costs, trainer.exit_tau(tau)).cpu()
         open_gates = (model.inference_gates(trainer.estimator) > 0).sum(-1).cpu()  # existing edges only
         pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()

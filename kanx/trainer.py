@@ -36,12 +36,17 @@ def beta_active(epoch: int, warmup: int) -> bool:
     return epoch >= warmup
 
 
-def warmed_up(condition: Condition, warmup_for: str) -> bool:
-    """Whether the warmup (beta = 0) applies to a condition: to every condition where beta
-    acts (``all``, the default), or only to those with egates (``egates``: the Methods'
-    "For conditions with egates, no complexity pressure was exerted during warmup" read
+def beta_acts(condition: Condition) -> bool:
+    """Beta acts through L_C only where it has gates to act on: egates (E) or the exit gate (X)."""
+    return condition.edge_gates or condition.exits
+
+
+def warmup_applies(condition: Condition, warmup_for: str) -> bool:
+    """Whether the warmup holds a condition's beta at 0: every condition where beta acts
+    (``all``, the default), or only those with egates (``egates``: the Methods' "For
+    conditions with egates, no complexity pressure was exerted during warmup" read
     literally, so X and FX feel beta from epoch 0)."""
-    return warmup_for == "all" or condition.edge_gates
+    return beta_acts(condition) and (warmup_for == "all" or condition.edge_gates)
 
 
 def fc_active(epoch: int, fc_warmup: int) -> bool:
@@ -55,11 +60,6 @@ def tau_x(epoch: int, epochs: int, start: float = 5.0, end: float = 0.1) -> floa
     return start * (end / start) ** (min(epoch, epochs - 1) / max(epochs - 1, 1))
 
 
-def tau_x_span(train: TrainConfig) -> int:
-    """The epochs over which tau_x anneals: train.tau_x_epochs, or the whole training (null)."""
-    return train.tau_x_epochs or train.epochs
-
-
 def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[int]:
     """Epochs that begin with a grid update: a burst of ``grid_update_count`` updates,
     ``grid_update_every`` epochs apart, at training start, at FC activation (with F) and
@@ -70,7 +70,7 @@ def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[in
     starts = [0]
     if condition.forward:
         starts.append(train.fc_warmup)
-    if (condition.edge_gates or condition.exits) and warmed_up(condition, train.warmup_for):
+    if warmup_applies(condition, train.warmup_for):
         starts.append(train.warmup)
     return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count) if s + i * train.grid_update_every < train.epochs)
 
@@ -132,7 +132,7 @@ class Trainer:
         self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
         # L_C enters the loss of members with E or X only (beta acts through their gates).
-        self.uses_lc = torch.tensor([c.edge_gates or c.exits for c in self.conditions], device=device)
+        self.uses_lc = torch.tensor([beta_acts(c) for c in self.conditions], device=device)
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
@@ -150,10 +150,15 @@ class Trainer:
     # ---------------------------------------------------------------- one epoch
     def betas_at(self, epoch: int) -> list[float]:
         """The beta in force for every member in an epoch: its own where beta acts (E or X),
-        except in the warmup where that applies to it (warmed_up); 0 otherwise."""
+        except in the warmup where that applies to it (warmup_applies); 0 otherwise."""
         on, cfg = beta_active(epoch, self.train_cfg.warmup), self.train_cfg
-        return [r.beta if (c.edge_gates or c.exits) and (on or not warmed_up(c, cfg.warmup_for)) else 0.0
+        return [r.beta if beta_acts(c) and (on or not warmup_applies(c, cfg.warmup_for)) else 0.0
                 for r, c in zip(self.runs, self.conditions, strict=True)]
+
+    def tau_at(self, epoch: int) -> float:
+        """tau_x in an epoch: annealed over train.tau_x_epochs (null: the whole training)."""
+        cfg = self.train_cfg
+        return tau_x(epoch, cfg.tau_x_epochs or cfg.epochs, cfg.tau_x_start, cfg.tau_x_end)
 
     def exit_tau(self, tau):
         """The temperature of pi in L_C: tau_x with train.exit_pi=tempered, else None."""
@@ -194,7 +199,7 @@ class Trainer:
         if epoch in self.grid_epochs:
             model.update_grid(self.x, self.alive & self.grid_epochs[epoch])
         beta = torch.tensor(self.betas_at(epoch), dtype=torch.float32, device=self.device)
-        tau = tau_x(epoch, tau_x_span(cfg), cfg.tau_x_start, cfg.tau_x_end)
+        tau = self.tau_at(epoch)
 
         N, bs = self.x.shape[1], cfg.batch_size
         n_batches = math.ceil(N / bs)

@@ -12,13 +12,20 @@ docs/reproduction-notes.md. No number in the generated part is typed by hand.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
+from kanx.analyze import load_runs
+from kanx.analyze.aggregate import ungated_structure_check
 from kanx.analyze.labels import GATED, UNGATED
+from kanx.confdir import conf_dir
+from kanx.config import ADDED_LATER
+from kanx.vocab import CONDITIONS, PAPER_DATASETS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,10 +72,6 @@ def hv_caveat(table: pd.DataFrame) -> list[str]:
 def refit_line(results: Path) -> str:
     """How these records refit the grid after an update: the one protocol setting that differs
     from today's default in the committed Concrete factorial."""
-    import json
-
-    from kanx.config import ADDED_LATER
-
     seen = set()
     for path in results.rglob("record.json"):
         model = (json.loads(path.read_text()).get("config") or {}).get("model") or {}
@@ -81,19 +84,12 @@ def refit_line(results: Path) -> str:
 def expected_runs(dataset: str, seeds: int = 10) -> dict[str, int]:
     """Runs per condition at full protocol: the dataset's betas (conf/dataset) x 10 seeds for the
     gated conditions, 10 seeds for Baseline and F."""
-    from omegaconf import OmegaConf
-
-    from kanx.confdir import conf_dir
-    from kanx.vocab import CONDITIONS
-
     betas = OmegaConf.load(conf_dir() / "dataset" / f"{dataset}.yaml").dataset.betas
     return {c: seeds * (1 if c in UNGATED else len(betas)) for c in CONDITIONS}
 
 
 def progress_table(runs: pd.DataFrame, datasets) -> str:
     """Finished runs (any status) against the full protocol, per dataset and condition."""
-    from kanx.vocab import CONDITIONS
-
     done = runs.groupby(["dataset", "condition"]).size() if not runs.empty else pd.Series(dtype=int)
     rows = []
     for d in datasets:
@@ -107,9 +103,6 @@ def progress_table(runs: pd.DataFrame, datasets) -> str:
 def families_part(results: Path) -> list[str]:
     """The four families beyond Concrete (issue #17): what has run at full protocol under
     ``results``, and the analysis of it (tables and figures under RESULTS/analysis)."""
-    from kanx.analyze import load_runs
-    from kanx.vocab import PAPER_DATASETS
-
     analysis = results / "analysis"
     rc = subprocess.call([sys.executable, "-m", "kanx.analyze", str(results), "--out", str(analysis), "--formats", "png"])
     if rc != 0:
@@ -129,8 +122,6 @@ def families_part(results: Path) -> list[str]:
              "ungated-structure check, hypervolumes, log-ratio figures, absolute tables).", ""]
     if runs.empty:
         return lines
-    from kanx.analyze.aggregate import ungated_structure_check
-
     check = ungated_structure_check(runs)
     if not check.empty:
         check = check.assign(check=["match" if n == 0 else f"{n} DIFFER" for n in check["n_differ"]]).drop(columns="n_differ")
@@ -163,8 +154,6 @@ def main(argv=None) -> int:
                           "--published", a.published, "--published-dataset", "concrete"])
     if rc != 0:
         return rc
-
-    from kanx.analyze import load_runs
 
     runs = load_runs(results)
     counts = runs.groupby(["condition", "status"]).size().unstack(fill_value=0)
