@@ -319,13 +319,13 @@ class Trainer:
         for j, name in enumerate(model.member_names(m, params_only=True)):
             st = state["optimizer"].get(names.index(name))
             if st:
-                optimizer[j] = {"step": st["step"].cpu(), **{k: model.member_tensor(name, st[k], m).cpu() for k in ("exp_avg", "exp_avg_sq")}}
+                optimizer[j] = {"step": _own_copy(st["step"]), **{k: _own_copy(model.member_tensor(name, st[k], m)) for k in ("exp_avg", "exp_avg_sq")}}
         return {
             "epoch": state["epoch"],
             "steps": state["steps"],
             "train_seconds": state["train_seconds"],
             "alive": bool(state["alive"][m]),
-            "model": {name: model.member_tensor(name, state["model"][name], m).cpu() for name in model.member_names(m)},
+            "model": {name: _own_copy(model.member_tensor(name, state["model"][name], m)) for name in model.member_names(m)},
             "optimizer": optimizer,
             "rng": state["rng"][m],
         }
@@ -355,3 +355,8 @@ class Trainer:
         self.train_seconds = max(s["train_seconds"] for s in states)
         self.model.fc_enabled = self.condition.forward and fc_active(self.epoch, self.train_cfg.fc_warmup)
 
+
+def _own_copy(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor with storage of its own. A slice of a pack tensor is a view, and
+    torch.save writes a view's whole storage: every member's checkpoint held the whole pack."""
+    return t.detach().to("cpu", copy=True)
