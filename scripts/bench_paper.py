@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group", nargs="+", default=["condition", "all"], choices=["condition", "all"], help="the mixed packings to estimate (default both)")
     ap.add_argument("--pack-size", type=int, default=None, help="most runs per mixed pack (default: train.pack_size)")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True, help="train.compile (default on)")
+    ap.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=False, help="train.cuda_graph (CUDA only; default off)")
     ap.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
     a = ap.parse_args(argv)
     if a.threads:
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device(a.device)
     start = time.perf_counter()
-    overrides = [f"device={a.device}", f"train.compile={str(a.compile).lower()}"]
+    overrides = [f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}"]
     with tempfile.TemporaryDirectory() as tmp:
         configs = [c for d in a.datasets for cond in CONDITIONS for c in sweep_jobs(d, cond, [f"results_root={tmp}", *overrides])]
         jobs = prepare_jobs(configs)
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     plans["per-sweep (group=sweep)"] = make_packs(jobs, None, "sweep")
     print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s), {os.cpu_count()} logical CPUs, {platform.processor() or platform.machine()}")
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(f"{len(jobs)} runs composed in {time.perf_counter() - start:.0f} s; timing {a.steps} steps per pack make-up, compile={'on' if a.compile else 'off'}")
+    print(f"{len(jobs)} runs composed in {time.perf_counter() - start:.0f} s; timing {a.steps} steps per pack make-up, compile={'on' if a.compile else 'off'}, cuda_graph={'on' if a.cuda_graph else 'off'}")
     for name, packs in plans.items():
         print(f"  {name}: {len(packs)} packs, sizes {dict(sorted(Counter(len(p) for p in packs).items()))}")
 

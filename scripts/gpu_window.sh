@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One GPU window, as one command: the CUDA tests, `make bench-paper` on the GPU, then the
-# full-scale reproduction of the paper's families until the time runs out; then the finished
+# One GPU window, as one command: the CUDA tests, the full-scale reproduction of the paper's
+# families (Nguyen by default) until the time runs out, then `make bench-paper` if time is left; then the finished
 # records (JSON, no weights) and the checkpoints of unfinished runs are packed into $OUT for
 # `scripts/gpu_unpack.sh` on the machine the results are committed from.
 #
@@ -16,10 +16,13 @@
 # Environment (all optional):
 #   KANX_WINDOW_DEVICE    cuda (default) | cpu
 #   KANX_WINDOW_SCALE     full (default) | smoke
-#   KANX_WINDOW_DATASETS  datasets to reproduce (default: every family but Concrete, which is committed)
+#   KANX_WINDOW_DATASETS  datasets to reproduce (default: Nguyen F1 to F10, the family that fits a window)
+#   KANX_WINDOW_SEEDS     seed phases, run in order (default "0,1,2 3,4,5,6,7,8,9")
 #   KANX_WINDOW_RESULTS   results root (default results/paper)
-#   KANX_WINDOW_JOBS      training processes sharing the device (default 8)
-#   KANX_WINDOW_PACK_SIZE most runs per pack (default 300)
+#   KANX_WINDOW_JOBS      training processes sharing the device (default 2: F1-F8 and F9-F10)
+#   KANX_WINDOW_PACK_SIZE most runs per pack (default 1500: on a GPU a pack's step costs its launches)
+#   KANX_WINDOW_BENCH_MIN bench-paper runs only if this many seconds are left (default 120)
+#   KANX_WINDOW_RESERVE   seconds kept for stopping and packing (default 45)
 #   KANX_WINDOW_GRAPH     auto (default: on if the CUDA graph tests pass) | true | false
 #   KANX_WINDOW_WHEELS    1 (default): install .whl/ (Python 3.12 wheels) | 0: use the environment as it is
 #   PYTHON                the interpreter (default python3)
@@ -30,9 +33,12 @@ BUDGET=${1:-540}
 DEVICE=${KANX_WINDOW_DEVICE:-cuda}
 SCALE=${KANX_WINDOW_SCALE:-full}
 RESULTS=${KANX_WINDOW_RESULTS:-results/paper}
-JOBS=${KANX_WINDOW_JOBS:-8}
-PACK=${KANX_WINDOW_PACK_SIZE:-300}
-DATASETS=${KANX_WINDOW_DATASETS:-nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10 superconductor ikeda ecosystem}
+JOBS=${KANX_WINDOW_JOBS:-2}
+PACK=${KANX_WINDOW_PACK_SIZE:-1500}
+DATASETS=${KANX_WINDOW_DATASETS:-nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10}
+SEEDS=${KANX_WINDOW_SEEDS:-0,1,2 3,4,5,6,7,8,9}
+BENCH_MIN=${KANX_WINDOW_BENCH_MIN:-120}
+RESERVE=${KANX_WINDOW_RESERVE:-45}
 OUT=${OUT:-$PWD/window-out}
 mkdir -p "$OUT"
 LOG="$OUT/window.log"
@@ -55,38 +61,57 @@ $PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or it
 
 # 2. The CUDA tests (skipped without CUDA); the graph path is used only if its tests pass.
 GRAPH=${KANX_WINDOW_GRAPH:-auto}
-timeout 240 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs >"$OUT/cuda-tests.txt" 2>&1
+timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs >"$OUT/cuda-tests.txt" 2>&1
 say "CUDA tests: $(tail -1 "$OUT/cuda-tests.txt")"
 if [ "$GRAPH" = auto ]; then
   if [ "$DEVICE" = cuda ] && ! grep -q "test_graph.* FAILED\|FAILED.*test_graph\|ERROR" "$OUT/cuda-tests.txt" && grep -q passed "$OUT/cuda-tests.txt"; then GRAPH=true; else GRAPH=false; fi
 fi
 say "train.cuda_graph=$GRAPH"
 
-# 3. The whole-paper estimate on this device (short: 100 steps per pack make-up).
-if [ "$SCALE" = full ]; then BENCH_SETS="$DATASETS concrete"; else BENCH_SETS="nguyen_f1"; fi
-timeout $(( $(left) / 5 )) $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile --group all --pack-size "$PACK" \
-  --datasets $BENCH_SETS >"$OUT/bench-paper.txt" 2>&1
-say "bench-paper: $(tail -1 "$OUT/bench-paper.txt")"
-
-# 4. The reproduction, stopped (SIGTERM: every worker checkpoints its pack) with 60 s left to pack.
-REPRO=(--datasets $DATASETS --results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS"
-       "device=$DEVICE" "train.cuda_graph=$GRAPH" train.compile=false train.checkpoint_every=250)
+# 3. The reproduction, in phases of seeds: seeds 0-2 of every cell first (what a family needs
+#    before its tables mean anything), then the rest while time lasts. A phase is stopped
+#    (SIGTERM: every worker checkpoints its pack) when only the packing reserve is left. If a
+#    phase fails on the graph path, it is run again eagerly.
+REPRO=(--datasets $DATASETS --results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS" --no-analysis
+       "device=$DEVICE" train.compile=false train.checkpoint_every=250)
 [ "$SCALE" = smoke ] && REPRO+=(--scale smoke)
-T=$(( $(left) - 60 ))
-say "reproduce for ${T}s: ${REPRO[*]}"
-if [ "$T" -gt 30 ]; then
-  timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${REPRO[@]}" >"$OUT/reproduce.txt" 2>&1
-  say "reproduce exit $? ($(grep -c 'finished in' "$OUT/reproduce.txt") packs finished)"
-fi
+for seeds in $SEEDS; do
+  T=$(( $(left) - RESERVE ))
+  [ "$T" -gt 30 ] || { say "no time left for seeds $seeds"; break; }
+  say "reproduce seeds $seeds for at most ${T}s: ${REPRO[*]} train.cuda_graph=$GRAPH"
+  P0=$(date +%s)
+  timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${REPRO[@]}" "train.cuda_graph=$GRAPH" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
+  rc=$?
+  say "seeds $seeds: exit $rc after $(( $(date +%s) - P0 ))s; $(find "$RESULTS" -newer "$MARK" -name done | wc -l) runs finished in this window so far"
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$GRAPH" = true ]; then
+    GRAPH=false; T=$(( $(left) - RESERVE ))
+    say "seeds $seeds failed with the graph path: again eagerly for at most ${T}s"
+    [ "$T" -gt 30 ] && timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${REPRO[@]}" "train.cuda_graph=false" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
+    say "seeds $seeds eagerly: exit $?"
+  fi
+done
 pkill -TERM -f "kanx.plan" 2>/dev/null; sleep 2
 
+# 4. The whole-paper estimate on this device (100 steps per pack make-up), if time is left.
+if [ "$SCALE" = full ]; then BENCH_SETS="nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10 ikeda ecosystem concrete superconductor"; else BENCH_SETS="nguyen_f1"; fi
+T=$(( $(left) - 45 ))
+if [ "$T" -ge "$BENCH_MIN" ]; then
+  graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
+  timeout "$T" $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" \
+    --datasets $BENCH_SETS >"$OUT/bench-paper.txt" 2>&1
+  say "bench-paper (exit $?): $(tail -1 "$OUT/bench-paper.txt")"
+else
+  say "bench-paper skipped: ${T}s left, it needs ${BENCH_MIN}s"
+fi
+
 # 5. Pack what this window wrote: records first, then checkpoints while they fit (8 files, 64 MiB).
-find "$RESULTS" -newer "$MARK" \( -name record.json -o -name done \) -print0 | tar czf "$OUT/records.tgz" --null -T -
+find "$RESULTS" -newer "$MARK" \( -name record.json -o -name done -o -path "*/logs/*" \) -type f -print0 | tar czf "$OUT/records.tgz" --null -T -
 find "$RESULTS" -newer "$MARK" -name checkpoint.pt -print0 | tar czf "$OUT/checkpoints.tgz" --null -T -
 n_rec=$(find "$RESULTS" -newer "$MARK" -name record.json | wc -l)
 n_ckpt=$(find "$RESULTS" -newer "$MARK" -name checkpoint.pt | wc -l)
-if [ "$(stat -c %s "$OUT/checkpoints.tgz")" -gt $(( 40 * 1024 * 1024 )) ]; then
-  say "checkpoints.tgz is over 40 MiB: left out ($n_ckpt unfinished runs start over)"; rm "$OUT/checkpoints.tgz"
+room=$(( 60 * 1024 * 1024 - $(stat -c %s "$OUT/records.tgz") ))  # 64 MiB come back, the log and bench beside
+if [ "$(stat -c %s "$OUT/checkpoints.tgz")" -gt "$room" ]; then
+  say "checkpoints.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out ($n_ckpt unfinished runs start over)"; rm "$OUT/checkpoints.tgz"
 fi
 for f in records.tgz checkpoints.tgz; do
   [ -f "$OUT/$f" ] && [ "$(stat -c %s "$OUT/$f")" -gt $(( 15 * 1024 * 1024 )) ] && split -b 15m -d "$OUT/$f" "$OUT/$f.part" && rm "$OUT/$f"

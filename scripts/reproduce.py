@@ -129,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="packed launcher: how far packs mix sweeps (default auto: all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
     p.add_argument("--pack-size", type=int, default=None, help="packed launcher: most runs per pack (default: train.pack_size)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a GPU window)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
-    a = p.parse_args(argv)
+    a = p.parse_intermixed_args(argv)  # options may follow the overrides
     for d in a.datasets:
         if d not in DATASETS + ["sin_xy2"]:
             p.error(f"dataset {d!r} is not one of: {', '.join(DATASETS)}")
@@ -157,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" (logs: {Path(results) / 'logs'})" if a.jobs > 1 else ""), file=sys.stderr)
             return 1
     analyze = [sys.executable, "-m", "kanx.analyze", results, "--curves"]  # curves per cell, its seeds overlaid
+    if not a.analysis:
+        return 0
     print("+", " ".join(analyze[1:]), flush=True)
     if a.dry_run:
         return 0
