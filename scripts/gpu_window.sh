@@ -23,7 +23,8 @@
 #   KANX_WINDOW_PACK_SIZE most runs per pack (default 1500: on a GPU a pack's step costs its launches)
 #   KANX_WINDOW_BENCH_MIN bench-paper runs only if this many seconds are left (default 120)
 #   KANX_WINDOW_RESERVE   seconds kept for stopping and packing (default 45)
-#   KANX_WINDOW_GRAPH     auto (default: on if the CUDA graph tests pass) | true | false
+#   KANX_WINDOW_GRAPH     auto (default: on if the CUDA tests pass) | true | false
+#   KANX_WINDOW_TESTS     1 (default): run tests/test_cuda.py first | 0: skip them
 #   KANX_WINDOW_WHEELS    1 (default): install .whl/ (Python 3.12 wheels) | 0: use the environment as it is
 #   PYTHON                the interpreter (default python3)
 set -uo pipefail
@@ -61,10 +62,15 @@ $PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or it
 
 # 2. The CUDA tests (skipped without CUDA); the graph path is used only if its tests pass.
 GRAPH=${KANX_WINDOW_GRAPH:-auto}
-timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs >"$OUT/cuda-tests.txt" 2>&1
-say "CUDA tests: $(tail -1 "$OUT/cuda-tests.txt")"
+if [ "${KANX_WINDOW_TESTS:-1}" = 1 ]; then
+  timeout 150 $PY -m pytest -p no:cacheprovider tests/test_cuda.py -rs >"$OUT/cuda-tests.txt" 2>&1
+  tests_rc=$?  # 0: every test ran and passed (pytest -q here prints no count line to grep)
+  say "CUDA tests: exit $tests_rc, $(grep -E '[0-9]+ (passed|failed|skipped)' "$OUT/cuda-tests.txt" | tail -1)"
+else
+  tests_rc=skipped; say "CUDA tests skipped (KANX_WINDOW_TESTS=0)"
+fi
 if [ "$GRAPH" = auto ]; then
-  if [ "$DEVICE" = cuda ] && ! grep -q "test_graph.* FAILED\|FAILED.*test_graph\|ERROR" "$OUT/cuda-tests.txt" && grep -q passed "$OUT/cuda-tests.txt"; then GRAPH=true; else GRAPH=false; fi
+  if [ "$DEVICE" = cuda ] && [ "$tests_rc" = 0 ]; then GRAPH=true; else GRAPH=false; fi
 fi
 say "train.cuda_graph=$GRAPH"
 

@@ -196,6 +196,22 @@ def test_grid_refit_on_tied_samples(rtol, bounded):
     assert (swing < 2.0) == bounded, f"max |spline| between the samples: {swing:.3g}"
 
 
+@pytest.mark.parametrize("rtol", [None, 1e-4])
+def test_the_qr_reduced_refit_equals_the_plain_pseudoinverse(rtol):
+    # What CUDA runs (a tall system reduced to its C x C triangle first) must cut the same
+    # singular values and give the same coefficients as pinv on the whole system, also on
+    # tied samples, where plain least squares is near-singular.
+    g = torch.Generator().manual_seed(0)
+    tied = _tied_samples()
+    x = torch.cat([tied, (torch.rand(1, tied.shape[1], 1, generator=g, dtype=torch.float64) * 1.8 - 0.9)], dim=-1)  # (1, N, 2)
+    grid = adaptive_grid(torch.sort(x, dim=1).values, 10, 3, 0.02)
+    y = torch.randn(1, x.shape[1], 2, 3, generator=g, dtype=torch.float64)
+    plain = fit_coefficients(x, y, grid, 3, rtol, reduce_tall=False)
+    reduced = fit_coefficients(x, y, grid, 3, rtol, reduce_tall=True)
+    scale = plain.abs().max().item()
+    assert (plain - reduced).abs().max().item() <= 1e-9 * max(scale, 1.0), f"largest coefficient {scale:.3g}"
+
+
 def test_spline_values_match_basis_times_coefficients():
     grid = uniform_grid(2, 3, 5, 3)
     coef = torch.randn(2, 3, 4, 8, dtype=torch.float64)

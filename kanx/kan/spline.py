@@ -298,7 +298,8 @@ def spline_features(x: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor
     return _dense_scatter(j, N, silu, grid.shape[-1] - K - 1, K).transpose(2, 3)
 
 
-def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: int, rtol: float | None = None) -> torch.Tensor:
+def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: int, rtol: float | None = None,
+                     reduce_tall: bool | None = None) -> torch.Tensor:
     """Least-squares spline coefficients per (member, input).
 
     x: (M, N, I) sample points, y: (M, N, I, O) spline values to reproduce,
@@ -306,10 +307,25 @@ def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: in
     minimum-norm solution (SVD driver), overdetermined ones the least-squares fit.
     ``rtol`` drops singular values below rtol * the largest (None: pinv's default, about
     machine precision, i.e. plain least squares as pykan).
+
+    ``reduce_tall`` (default: on CUDA): a tall system (N > C) is first reduced by QR to its
+    C x C triangle, which has the same singular values, so the same ones are cut at the same
+    threshold (pinv's default for the N x C matrix when ``rtol`` is None). On CUDA the SVD of
+    a batch of tall matrices runs as one solver call per matrix, thousands per grid update of
+    a large pack; a C x C one is small enough for the batched solver. The CPU keeps the plain
+    pinv, so its numbers stay those of the records already made there.
     """
     basis = bspline_basis(x.to(_LSTSQ_DTYPE), grid.to(_LSTSQ_DTYPE), K)  # (M, N, I, C)
     A = basis.permute(0, 2, 1, 3)  # (M, I, N, C)
     b = y.to(_LSTSQ_DTYPE).permute(0, 2, 1, 3)  # (M, I, N, O)
+    N, C = A.shape[-2:]
+    if reduce_tall is None:
+        reduce_tall = A.is_cuda
+    if reduce_tall and N > C:
+        if rtol is None:
+            rtol = torch.finfo(A.dtype).eps * max(N, C)  # what pinv would use on the N x C matrix
+        Q, R = torch.linalg.qr(A)  # (M, I, N, C), (M, I, C, C)
+        A, b = R, Q.transpose(-2, -1) @ b
     # pinv is the SVD minimum-norm solution and, unlike lstsq's gelsd driver, also
     # available on CUDA.
     coef = torch.linalg.pinv(A, rtol=rtol) @ b  # (M, I, C, O)
