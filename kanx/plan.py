@@ -135,13 +135,20 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
         env = os.environ | {"OMP_NUM_THREADS": "1"}
         procs.append(subprocess.Popen([sys.executable, "-m", "kanx.plan", str(path)], env=env))
 
+    stopped: list[int] = []
+
     def forward(signum, frame):  # the workers checkpoint and stop; wait for them below
+        stopped.append(signum)
         for p in procs:
             p.send_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    return sum(p.wait() != 0 for p in procs)
+    codes = [p.wait() for p in procs]
+    if stopped:  # not a failure: the packs are checkpointed, a re-run resumes them
+        print(f"plan: stopped by {signal.Signals(stopped[0]).name}; the workers checkpointed their packs; re-run to resume", file=sys.stderr, flush=True)
+        raise SystemExit(128 + stopped[0])
+    return sum(code != 0 for code in codes)
 
 
 def stop_on_signals() -> Checkpointer:

@@ -4,16 +4,21 @@
 # Records (record.json + done) land under the results root they were written to (e.g.
 # results/paper/<dataset>/...), next to the checkpoints of runs the window did not finish,
 # so `make reproduce-tables` here (or the next window) skips the finished runs and resumes
-# the others. A record that already exists here is kept (tar --skip-old-files).
+# the others. A record that already exists here is kept (tar --skip-old-files); checkpoints
+# replace older ones, and all of them are packed into .ckpt/ for the next window to carry.
 set -euo pipefail
 DIR=${1:?usage: scripts/gpu_unpack.sh DIR}
 cd "$(dirname "$0")/.."
-for name in records checkpoints; do
-  if compgen -G "$DIR/$name.tgz.part*" >/dev/null; then
-    cat "$DIR/$name.tgz.part"* | tar xzf - --skip-old-files
-  elif [ -f "$DIR/$name.tgz" ]; then
-    tar xzf "$DIR/$name.tgz" --skip-old-files
-  fi
-done
+unpack() {  # unpack NAME TAR-OPTION: the archive, whole or in parts
+  if compgen -G "$DIR/$1.tgz.part*" >/dev/null; then cat "$DIR/$1.tgz.part"* | tar xzf - "$2"
+  elif [ -f "$DIR/$1.tgz" ]; then tar xzf "$DIR/$1.tgz" "$2"; fi
+}
+unpack records --skip-old-files   # a record already here is kept
+unpack checkpoints --overwrite    # a later window's checkpoint replaces an earlier one
+# Every unfinished run's checkpoint under results/paper goes to .ckpt/ (git-ignored), which the
+# next window carries (carry [".whl", ".data", ".ckpt"]) and gpu_window.sh restores first.
+rm -rf .ckpt && mkdir -p .ckpt
+find results/paper -name checkpoint.pt -print0 | tar czf .ckpt/checkpoints.tgz --null -T -
+echo "$(find results/paper -name checkpoint.pt | wc -l) unfinished runs' checkpoints in .ckpt/ ($(du -h .ckpt/checkpoints.tgz | cut -f1)) for the next window"
 [ -f "$DIR/window.log" ] && grep '^\[window' "$DIR/window.log"
 echo "unpacked; python -m kanx.status results/paper shows what is done"

@@ -8,7 +8,7 @@
 #
 # Prepare here first (docs/GPU.md): `bash scripts/gpu_prepare.sh` puts the wheels kanx needs
 # and the GPU image lacks into .whl/ and the real data into .data/; the device tool then runs
-#   bash scripts/gpu_window.sh 540     with carry [".whl", ".data"]
+#   bash scripts/gpu_window.sh 540     with carry [".whl", ".data", ".ckpt"]
 # A dry run on a CPU at toy scale (what CI-less checking of this script looks like):
 #   PYTHON=.venv/bin/python KANX_WINDOW_WHEELS=0 KANX_WINDOW_DEVICE=cpu KANX_WINDOW_SCALE=smoke \
 #     KANX_WINDOW_RESULTS=/tmp/window/results OUT=/tmp/window/out bash scripts/gpu_window.sh 600
@@ -59,6 +59,12 @@ export KANX_DATA_DIR=${KANX_DATA_DIR:-$PWD/.data}
 PY=${PYTHON:-python3}
 say "budget ${BUDGET}s; device $DEVICE; scale $SCALE; $(nproc) CPUs; $($PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")' 2>&1)"
 $PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or its dependencies do not import: see $LOG"; exit 2; }
+
+# Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/).
+if compgen -G ".ckpt/checkpoints.tgz*" >/dev/null; then
+  cat .ckpt/checkpoints.tgz* | tar xzf - --overwrite
+  say "restored $(find "$RESULTS" -name checkpoint.pt | wc -l) checkpoints from .ckpt/ (an earlier window's unfinished runs)"
+fi
 
 # 2. The CUDA tests (skipped without CUDA); the graph path is used only if its tests pass.
 GRAPH=${KANX_WINDOW_GRAPH:-auto}

@@ -191,6 +191,34 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     assert rec["status"] in ("ok", "collapsed") and not ckpt.exists()
 
 
+def test_sigterm_to_a_plan_with_workers_is_a_stop_not_a_failure(tmp_path):
+    # `reproduce.py --jobs n` in a GPU window or a batch job: the workers checkpoint their packs,
+    # and the plan says it was stopped (exit 128 + signal), not that packs failed.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys; from kanx.plan import run_plan, sweep_jobs; "
+        f"args = ['results_root={tmp_path}', 'beta=0.1', 'seed=0,1', {', '.join(repr(a) for a in TOY)}, "
+        "'train.epochs=1500', 'train.warmup=1', 'train.fc_warmup=1', 'train.checkpoint_every=0']; "
+        f"sys.exit(run_plan(sweep_jobs('sin_xy2', 'EFX', args), group='sweep', pack_size=1, workers=2, plan_dir=sys.argv[1]))"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "logs")], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                         env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    deadline = time.time() + 120
+    while len(list(tmp_path.rglob("lock"))) < 2 and time.time() < deadline:  # both workers training
+        time.sleep(0.2)
+    time.sleep(2)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "plan: stopped by SIGTERM" in err and err.count("SIGTERM: saved checkpoints of 1 run(s)") == 2, err[-2000:]
+    assert len(list(tmp_path.rglob("checkpoint.pt"))) == 2 and not list(tmp_path.rglob("record.json"))
+
+
 def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(tmp_path):
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "+train.epoch=3", check=False)
     assert p.returncode == 2 and "unknown key(s) train.epoch (did you mean train.epochs?)" in p.stderr, p.stderr
