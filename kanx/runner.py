@@ -54,6 +54,8 @@ class Job:
     data_hash: str | None = None  # kanx.data.data_hash of its dataset: compared apart from config_hash
     state: records.RunState = field(default_factory=lambda: records.RunState("new"))
     resume_epoch: int = 0
+    # The stretches trained before the checkpoint it resumes from: [{"device", "git_commit", "epochs": [from, to]}]
+    history: list = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -133,6 +135,8 @@ def pending(jobs: Sequence[Job]) -> list[Job]:
             ckpt = _load_checkpoint(job.run_dir)
             if ckpt is not None and ckpt.get("config_hash") == job.config_hash and ckpt.get("data_hash", job.data_hash) == job.data_hash:
                 job.resume_epoch = ckpt["epoch"]
+                # A checkpoint written before histories were kept says only where it stopped.
+                job.history = list(ckpt.get("history") or [{"device": None, "git_commit": None, "epochs": [0, ckpt["epoch"]]}])
         todo.append(job)
     return todo
 
@@ -276,7 +280,14 @@ class Checkpointer:
 
 def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
     for m, job in enumerate(jobs):
-        _save_torch(job.run_dir / records.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"], "state": trainer.member_slice(state, m)})
+        _save_torch(job.run_dir / records.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"],
+                                                       "history": _segments(job, trainer.device, state["epoch"]), "state": trainer.member_slice(state, m)})
+
+
+def _segments(job: Job, device: torch.device, epoch: int) -> list[dict]:
+    """Where and by which commit each stretch of the run was trained, this one up to ``epoch``
+    included: a run resumed on another device or at another commit says so in its record."""
+    return [*job.history, {"device": describe_device(device), "git_commit": records.git_commit(), "epochs": [job.resume_epoch, epoch]}]
 
 
 def _duration(seconds: float) -> str:
@@ -363,6 +374,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         status, reason = _status(bool(trainer.alive[m]), metrics[m], structures[m])
         rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
         rec["timing"]["device"] = describe_device(device)
+        if job.history:  # resumed: every stretch, the last one (this process's) included
+            rec["timing"]["segments"] = _segments(job, device, trainer.epoch)
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in vocab.RECORD_STRUCTURE}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit

@@ -185,10 +185,15 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     assert p.returncode == 128 + sig and f"{signame}: saved checkpoints of 1 run(s)" in err, err[-2000:]
     (ckpt,) = tmp_path.rglob("checkpoint.pt")
     assert 0 < torch.load(ckpt, weights_only=True)["epoch"] < 1500 and not list(tmp_path.rglob("lock"))
+    stopped_at = torch.load(ckpt, weights_only=True)["epoch"]
     again = cli(*args[2:-1], "-m")
     assert "resuming 1 run(s) from epoch" in again.stdout + again.stderr
     (rec,) = records(tmp_path)
     assert rec["status"] in ("ok", "collapsed") and not ckpt.exists()
+    # The record says it was trained in two stretches, where and by which commit.
+    first, second = rec["timing"]["segments"]
+    assert first["epochs"] == [0, stopped_at] and second["epochs"] == [stopped_at, 1500]
+    assert first["device"] == second["device"] == "cpu" and first["git_commit"] == rec["git_commit"]
 
 
 def test_sigterm_to_a_plan_with_workers_is_a_stop_not_a_failure(tmp_path):
