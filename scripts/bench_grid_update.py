@@ -3,7 +3,7 @@ kanx.kan.spline.fit_coefficients: the plain pinv of every tall N x C system, and
 systems reduced by QR to C x C first (the default on CUDA). Prints seconds per update and the
 ratio; nothing is written.
 
-    python scripts/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
+    python scripts/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--conditions EFX ...]
 
 The pack is what `scripts/reproduce.py --group all` would train for these datasets and seeds
 (Nguyen F1 to F8, seeds 0 to 2: 624 members); each path is timed on a fresh copy of it.
@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--datasets", nargs="+", default=[f"nguyen_f{i}" for i in range(1, 9)])
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help="default: all eight")
     a = ap.parse_args(argv)
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     import kanx.kan.layer as layer
@@ -38,10 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     from kanx.trainer import Trainer, describe_device
     from kanx.vocab import CONDITIONS, condition_option
 
+    conditions = a.conditions or [condition_option(c) for c in CONDITIONS]
+
     device = torch.device(a.device)
     with tempfile.TemporaryDirectory() as tmp:
         extra = [f"results_root={tmp}", f"device={a.device}", "train.compile=false", f"seed={a.seeds}"]
-        jobs = prepare_jobs([c for d in a.datasets for cond in CONDITIONS for c in sweep_jobs(d, condition_option(cond), extra)])
+        jobs = prepare_jobs([c for d in a.datasets for cond in conditions for c in sweep_jobs(d, cond, extra)])
     pack = make_packs(jobs, len(jobs), "all")[0]
     runs = [j.run for j in pack]
     datasets, _, x, y = pack_data(runs)
