@@ -3,7 +3,7 @@ kanx.kan.spline.fit_coefficients: the plain pinv of every tall N x C system, and
 systems reduced by QR to C x C first (the default on CUDA). Prints seconds per update and the
 ratio; nothing is written.
 
-    python scripts/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--conditions EFX ...]
+    python scripts/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--conditions EFX ...] [--host]
 
 The pack is what `scripts/reproduce.py --group all` would train for these datasets and seeds
 (Nguyen F1 to F8, seeds 0 to 2: 624 members); each path is timed on a fresh copy of it.
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", nargs="+", default=[f"nguyen_f{i}" for i in range(1, 9)])
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help="default: all eight")
+    ap.add_argument("--host", action="store_true", help="also time the per-epoch host work that grows with M: "
+                    "Trainer._epoch_noise (each member's order and noise from its own generator) and full_state")
     a = ap.parse_args(argv)
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     import kanx.kan.layer as layer
@@ -50,6 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     datasets, _, x, y = pack_data(runs)
     print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} ({'+'.join(a.datasets)}, seeds {a.seeds}), "
           f"N = {x.shape[1]} samples", flush=True)
+    if a.host:
+        trainer = Trainer(runs, x, y, datasets[0].n_train, device)
+        trainer._epoch_noise(8)
+        for name, call in (("_epoch_noise", lambda: trainer._epoch_noise(-(-x.shape[1] // runs[0].train.batch_size))), ("full_state", trainer.full_state)):
+            t0 = time.perf_counter()
+            for _ in range(20):
+                call()
+            print(f"  {name}: {(time.perf_counter() - t0) / 20 * 1e3:.1f} ms per epoch (mean of 20)", flush=True)
     seconds = {}
     for reduce_tall in (True, False):
         trainer = Trainer(runs, x, y, datasets[0].n_train, device)
