@@ -279,15 +279,21 @@ class Checkpointer:
 
 
 def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
+    where = _where(trainer.device)
     for m, job in enumerate(jobs):
         _save_torch(job.run_dir / records.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"],
-                                                       "history": _segments(job, trainer.device, state["epoch"]), "state": trainer.member_slice(state, m)})
+                                                       "history": _segments(job, where, state["epoch"]), "state": trainer.member_slice(state, m)})
 
 
-def _segments(job: Job, device: torch.device, epoch: int) -> list[dict]:
+def _where(device: torch.device) -> dict:
+    """This process's device and commit, as a stretch of training names them (once per pack)."""
+    return {"device": describe_device(device), "git_commit": records.git_commit()}
+
+
+def _segments(job: Job, where: dict, epoch: int) -> list[dict]:
     """Where and by which commit each stretch of the run was trained, this one up to ``epoch``
     included: a run resumed on another device or at another commit says so in its record."""
-    return [*job.history, {"device": describe_device(device), "git_commit": records.git_commit(), "epochs": [job.resume_epoch, epoch]}]
+    return [*job.history, {**where, "epochs": [job.resume_epoch, epoch]}]
 
 
 def _duration(seconds: float) -> str:
@@ -370,12 +376,13 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     metrics = evaluate_members(datasets, predict_raw)
     structures = trainer.structures()
     wall = time.perf_counter() - start
+    where = _where(device)
     for m, job in enumerate(jobs):
         status, reason = _status(bool(trainer.alive[m]), metrics[m], structures[m])
         rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
         rec["timing"]["device"] = describe_device(device)
         if job.history:  # resumed: every stretch, the last one (this process's) included
-            rec["timing"]["segments"] = _segments(job, device, trainer.epoch)
+            rec["timing"]["segments"] = _segments(job, where, trainer.epoch)
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in vocab.RECORD_STRUCTURE}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit

@@ -77,10 +77,7 @@ def bspline_basis(x: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor:
     cost, which the grid update pays on (M, N, I, C) with every training sample.
     """
     j, N, _, _, _ = _local_planes(x, grid.transpose(1, 2).contiguous().to(x.dtype), K, False)
-    C = grid.shape[-1] - K - 1
-    idx = j.long().unsqueeze(-1) + torch.arange(K + 1, device=x.device)  # (M, B, I, K+1): column of B_{j-K+r}, plus K
-    padded = torch.zeros(*j.shape, C + 2 * K, dtype=x.dtype, device=x.device).scatter_(-1, idx, torch.stack(N, -1))
-    return padded[..., K : K + C]
+    return _scatter_columns(j, torch.stack(N, -1), grid.shape[-1] - K - 1, K, dim=3)
 
 
 def _local_planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
@@ -166,11 +163,19 @@ def _dense(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int)
 
 
 def _dense_scatter(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int) -> torch.Tensor:
-    """``_dense`` by one scatter into a (M, B, C+2K, I) row padded by K zeros on each side (eager)."""
-    M, B, I = j.shape
-    idx = j.long().unsqueeze(2) + torch.arange(K + 1, device=j.device).view(1, 1, -1, 1)  # (M, B, K+1, I): position of B_{j-K+r} + K
-    padded = torch.zeros(M, B, C + 2 * K, I, dtype=N.dtype, device=N.device).scatter_(2, idx, N.permute(1, 2, 0, 3))
-    return torch.cat([silu.unsqueeze(2), padded[:, :, K : K + C]], dim=2)
+    """``_dense`` by one scatter (eager)."""
+    return torch.cat([silu.unsqueeze(2), _scatter_columns(j, N.permute(1, 2, 0, 3), C, K, dim=2)], dim=2)
+
+
+def _scatter_columns(j: torch.Tensor, N: torch.Tensor, C: int, K: int, dim: int) -> torch.Tensor:
+    """The C basis columns B_0..B_{C-1} along axis ``dim`` from the local values N (the K+1
+    values B_{j-K+r}, r = 0..K, stacked on that axis of j's shape): one scatter into a row padded
+    by K zeros on each side, so the indices j-K+r outside 0..C-1 land in the padding."""
+    offsets = torch.arange(K + 1, device=j.device).view([-1 if d == dim else 1 for d in range(j.dim() + 1)])
+    shape = list(j.shape)
+    shape.insert(dim, C + 2 * K)
+    padded = torch.zeros(shape, dtype=N.dtype, device=N.device).scatter_(dim, j.long().unsqueeze(dim) + offsets, N)
+    return padded.narrow(dim, K, C)
 
 
 def _selected(h: torch.Tensor, j: torch.Tensor, K: int, r: int) -> torch.Tensor:
