@@ -19,8 +19,9 @@
 #   KANX_WINDOW_DATASETS  datasets to reproduce (default: Nguyen F1 to F10, the family that fits a window)
 #   KANX_WINDOW_SEEDS     seed phases, run in order (default "0,1,2 3,4,5,6,7,8,9")
 #   KANX_WINDOW_RESULTS   results root (default results/paper)
-#   KANX_WINDOW_JOBS      training processes sharing the device (default 2: F1-F8 and F9-F10)
-#   KANX_WINDOW_PACK_SIZE most runs per pack (default 1500: on a GPU a pack's step costs its launches)
+#   KANX_WINDOW_JOBS      training processes sharing the device (default 5)
+#   KANX_WINDOW_PACK_SIZE most runs per pack (default 160: five packs of 160 kept an H100 as busy as
+#                         two of 624 and 156 did, and every pack advances; docs/BENCHMARK.md)
 #   KANX_WINDOW_BENCH_MIN bench-paper runs only if this many seconds are left (default 120)
 #   KANX_WINDOW_RESERVE   seconds kept for stopping and packing (default 45)
 #   KANX_WINDOW_GRAPH     auto (default: on if the CUDA tests pass) | true | false
@@ -34,8 +35,8 @@ BUDGET=${1:-540}
 DEVICE=${KANX_WINDOW_DEVICE:-cuda}
 SCALE=${KANX_WINDOW_SCALE:-full}
 RESULTS=${KANX_WINDOW_RESULTS:-results/paper}
-JOBS=${KANX_WINDOW_JOBS:-2}
-PACK=${KANX_WINDOW_PACK_SIZE:-1500}
+JOBS=${KANX_WINDOW_JOBS:-5}
+PACK=${KANX_WINDOW_PACK_SIZE:-160}
 DATASETS=${KANX_WINDOW_DATASETS:-nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10}
 SEEDS=${KANX_WINDOW_SEEDS:-0,1,2 3,4,5,6,7,8,9}
 BENCH_MIN=${KANX_WINDOW_BENCH_MIN:-120}
@@ -62,8 +63,10 @@ $PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or it
 
 # Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/).
 if compgen -G ".ckpt/checkpoints.tgz*" >/dev/null; then
-  cat .ckpt/checkpoints.tgz* | tar xzf - --overwrite
-  say "restored $(find "$RESULTS" -name checkpoint.pt | wc -l) checkpoints from .ckpt/ (an earlier window's unfinished runs)"
+  # --keep-newer-files: on a machine kept warm between calls, the last call's checkpoints are newer
+  # than the carried ones and must not be rolled back.
+  cat .ckpt/checkpoints.tgz* | tar xzf - --keep-newer-files 2>>"$LOG"
+  say "restored $(find "$RESULTS" -name checkpoint.pt | wc -l) checkpoints from .ckpt/ (an earlier window's unfinished runs; newer ones kept)"
 fi
 
 # 2. The CUDA tests (skipped without CUDA); the graph path is used only if its tests pass.
