@@ -60,7 +60,6 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = ()) -> l
     `python -m kanx.train +condition=CONDITION dataset=DATASET OVERRIDES -m`."""
     from hydra import compose
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.hydra_config import HydraConfig
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     register_resolvers()
@@ -77,11 +76,40 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = ()) -> l
             for job in batch:
                 member, rest = split_members(parser.parse_overrides(job))
                 if rest not in composed:
-                    composed[rest] = compose("config", overrides=list(rest), return_hydra_config=True)
-                cfg = with_members(composed[rest], member)
-                HydraConfig.instance().set_config(cfg)  # resolves ${hydra:...} in the run directory
-                jobs.append((cfg, Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)))
+                    composed[rest] = _shared_part(compose("config", overrides=list(rest), return_hydra_config=True))
+                config, sweep_dir, subdir = composed[rest]
+                cfg = with_members(config, member)
+                jobs.append((cfg, sweep_dir / _resolve_in(cfg, subdir)))
     return jobs
+
+
+def _shared_part(full) -> tuple[object, Path, str]:
+    """What the jobs of one composed config share, worked out once (copying the whole hydra
+    node and resolving the run directory per job was half of composing the paper): the config
+    with only ``hydra.launcher`` (resolved) left of its hydra node, the sweep directory (beta
+    and seed, the member keys, are left out of its tag) and the run subdirectory's template."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    HydraConfig.instance().set_config(full)  # resolves ${hydra:...} in the sweep directory
+    sweep_dir = Path(str(full.hydra.sweep.dir))
+    subdir = OmegaConf.to_container(full.hydra.sweep, resolve=False)["subdir"]
+    launcher = OmegaConf.to_container(full.hydra.launcher, resolve=True)  # what --launcher slurm submits with
+    config = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+    with open_dict(config):
+        config["hydra"] = {"launcher": launcher}
+    return config, sweep_dir, subdir
+
+
+def _resolve_in(cfg, template: str) -> str:
+    """A template such as 'beta=${beta},seed=${seed}' resolved against a job's config."""
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg["_kanx_subdir"] = template
+        value = str(cfg["_kanx_subdir"])
+        del cfg["_kanx_subdir"]
+    return value
 
 
 def steps_left(pack) -> int:
