@@ -14,13 +14,38 @@ from collections.abc import Iterable
 import torch
 
 
+def _update(params, grads, m, v, b1: float, b2: float, eps: float, step_size: torch.Tensor, bias2_sqrt: torch.Tensor) -> None:
+    """Adam's update of every parameter, written per tensor so that torch.compile makes one pass
+    over (p, g, m, v) of each instead of the seven foreach passes of ``Adam.step``."""
+    for p, g, m_, v_ in zip(params, grads, m, v, strict=True):
+        m_.lerp_(g, 1 - b1)
+        v_.mul_(b2).addcmul_(g, g, value=1 - b2)
+        p.sub_(m_ / v_.sqrt().div_(bias2_sqrt).add_(eps) * step_size)  # = addcdiv_(m, denom, value=-step_size)
+
+
+_FUSED: dict = {}
+
+
+def _fused_update():
+    if "update" not in _FUSED:
+        # one compile per parameter list (a pack's shapes); a process trains several packs
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
+        _FUSED["update"] = torch.compile(_update, dynamic=False)
+    return _FUSED["update"]
+
+
 class Adam:
     """m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2;
-    p <- p - lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)   (Kingma & Ba; PyTorch's form)."""
+    p <- p - lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)   (Kingma & Ba; PyTorch's form).
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8):
+    ``fused``: the update compiled into one pass per parameter (CPU, with train.compile): the
+    same operations, rounded as inductor's kernels round them (to about 1e-7 of the eager form);
+    on a CPU the seven foreach passes were about 6% of a packed Concrete EFX step."""
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, fused: bool = False):
         self.param_groups = [{"params": list(params), "lr": lr, "betas": betas, "eps": eps}]
         self.state: dict = {}
+        self.fused = fused
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.param_groups[0]["params"]:
@@ -42,6 +67,12 @@ class Adam:
         for s in states:
             s["step"] += 1
         t = float(states[0]["step"])
+        if self.fused:
+            # 0-d float32 tensors, not Python floats: a float argument would recompile every step
+            # (the eager ops round their Python scalars to float32 alike)
+            step_size = torch.tensor(lr / (1 - b1**t), dtype=torch.float32)
+            _fused_update()(params, grads, m, v, b1, b2, eps, step_size, torch.tensor(math.sqrt(1 - b2**t), dtype=torch.float32))
+            return
         torch._foreach_lerp_(m, grads, 1 - b1)
         torch._foreach_mul_(v, b2)
         torch._foreach_addcmul_(v, grads, grads, 1 - b2)

@@ -136,7 +136,7 @@ class Trainer:
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
-        self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr)
+        self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile and device.type == "cpu")
         self.generators = member_generators(seeds, stream=1)
         self.noise_slots = self._noise_slots()
         self.alive = torch.ones(self.M, dtype=torch.bool)

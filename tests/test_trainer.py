@@ -149,3 +149,35 @@ def test_adam_matches_torch_adam():
         ours.step()
         ref.step()
     assert torch.allclose(a, a2, atol=1e-7) and torch.allclose(b, b2, atol=1e-7)
+
+
+def test_fused_adam_is_adam():
+    """The compiled update (CPU, train.compile) does what the foreach one does, to rounding."""
+    from kanx.optim import Adam
+
+    torch.manual_seed(0)
+    shapes = [(7, 3, 5), (7, 4), (7,)]
+    eager = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    fused = [torch.nn.Parameter(p.detach().clone()) for p in eager]
+    start = [p.detach().clone() for p in eager]
+    ours, ref = Adam(fused, lr=1e-2, fused=True), Adam(eager, lr=1e-2)
+    for _ in range(6):
+        for p, q in zip(fused, eager, strict=True):
+            g = torch.randn(p.shape)
+            p.grad, q.grad = g.clone(), g.clone()
+        ours.step()
+        ref.step()
+    for p, q, p0 in zip(fused, eager, start, strict=True):
+        assert (p - p0).abs().mean() > 1e-3 and torch.allclose(p, q, rtol=0, atol=1e-6)
+        assert torch.allclose(ours.state[p]["exp_avg_sq"], ref.state[q]["exp_avg_sq"], rtol=1e-6, atol=0)
+    assert float(ours.state[fused[0]]["step"]) == 6
+
+
+def test_the_compiled_step_trains_like_the_eager_one():
+    """train.compile (the fused basis kernels and, on a CPU, the fused Adam) changes rounding only."""
+    x, y = toy_data(3)
+    eager = trained(make_runs(), x, y)
+    compiled = trained(make_runs(compile=True), x, y)
+    assert compiled.optimizer.fused
+    for (name, a), b in zip(compiled.model.state_dict().items(), eager.model.state_dict().values(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), name
