@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import math
 import os
 import platform
@@ -130,11 +131,20 @@ class Baseline:
         self.dir = tempfile.mkdtemp(prefix=f"kanx-{self.rev}-")
         archive = subprocess.run(["git", "-C", str(repo), "archive", self.rev, "kanx"], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", self.dir], input=archive, check=True)
+        # The trainer was kanx/training.py's Pack before 44a8b8b. Its name is looked up in the archive:
+        # an editable install finds any kanx.* module missing from REV in this checkout, and the
+        # cell would silently mix the two commits' code.
+        self.trainer_module = "kanx.trainer" if (Path(self.dir) / "kanx" / "trainer.py").exists() else "kanx.training"
         self.modules: dict = {}
         with self.active():
-            import kanx.trainer  # noqa: F401
+            importlib.import_module(self.trainer_module)
+            self.check()
 
-            assert Path(sys.modules["kanx"].__file__).is_relative_to(self.dir), sys.modules["kanx"].__file__
+    def check(self) -> None:
+        """Every kanx module loaded while REV is active comes from REV's folder."""
+        strays = [m.__file__ for k, m in sys.modules.items() if (k == "kanx" or k.startswith("kanx.")) and getattr(m, "__file__", None)
+                  and not Path(m.__file__).is_relative_to(self.dir)]
+        assert not strays, f"baseline {self.rev} loaded modules of this checkout: {strays}"
 
     @staticmethod
     def _take() -> dict:
@@ -173,8 +183,9 @@ class KanxCell:
         from kanx.config import DataConfig, RunConfig, TrainConfig
         from kanx.kan.network import Condition, KANSpec
         from kanx.kan.objective import Costs
-        from kanx.trainer import Trainer
 
+        module = importlib.import_module(self.baseline.trainer_module if self.baseline else "kanx.trainer")
+        Trainer = getattr(module, "Trainer", None) or module.Pack
         self.arch, self.M, self.compiled, self.device = arch, M, compile, device
         train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile)
         runs = [
@@ -183,11 +194,16 @@ class KanxCell:
         ]
         x, y = random_rows(arch, M)
         self.pack = Trainer(runs, x, y, arch.rows, device)
+        if self.baseline:
+            self.baseline.check()
         self.steps_per_epoch = math.ceil(arch.rows / arch.batch)
 
     def warm_up(self, max_seconds: float = 180.0) -> str:
         with self.context():
-            return self._warm_up(max_seconds)
+            done = self._warm_up(max_seconds)
+            if self.baseline:  # the epochs' lazy imports too
+                self.baseline.check()
+            return done
 
     def _warm_up(self, max_seconds: float) -> str:
         """Epochs until an epoch's time settles (the first ones compile)."""
