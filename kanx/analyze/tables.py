@@ -169,8 +169,8 @@ def _absolute_blocks(table: pd.DataFrame, decimals, dash: str) -> list[list[list
 
 
 def absolute_caption(table: pd.DataFrame, dataset: str) -> str:
-    unit = table["target_unit"].dropna()
-    unit = f" ({unit.iloc[0]})" if len(unit) else ""
+    units = [u for u in table["target_unit"].dropna() if u]  # synthetic targets have none ("")
+    unit = f" ({units[0]})" if units else ""
     return (
         f"{group_label(dataset)}: test RMSE{unit}, contributing edges and compositional depth, "
         "median [min, max] across seeds over the usable (ok or collapsed) runs; "
