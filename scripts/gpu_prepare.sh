@@ -3,8 +3,9 @@
 # package registry: the wheels of what kanx imports and the GPU image lacks (its python3 is
 # 3.12 with torch, numpy, pandas, matplotlib, scipy, pytest, pyyaml, sympy, tabulate, tqdm,
 # cffi, platformdirs, packaging, cloudpickle, typing_extensions), into .whl/, and the real
-# data (Concrete, Superconductor) from ../shared/data into .data/. Both folders are git-ignored
-# and travel with the device tool's `carry: [".whl", ".data"]`.
+# data (Concrete, Superconductor) from ../shared/data into .data/, and the checkpoints of unfinished
+# runs into .ckpt/ (scripts/gpu_checkpoints.sh). The folders are git-ignored
+# and travel with the device tool's `carry: [".whl", ".data", ".ckpt"]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -17,5 +18,8 @@ $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
 # build its pure-Python wheel here.
 $PY -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
 cp ../shared/data/concrete.csv ../shared/data/superconductor.csv .data/
-du -sh .whl .data
+# The checkpoints of unfinished runs, as they are now (the CPU may have advanced them since the
+# last window), for the window to resume.
+bash scripts/gpu_checkpoints.sh
+du -sh .whl .data .ckpt
 ls .whl

@@ -15,10 +15,6 @@ unpack() {  # unpack NAME TAR-OPTION: the archive, whole or in parts
 }
 unpack records --skip-old-files   # a record already here is kept
 unpack checkpoints --overwrite    # a later window's checkpoint replaces an earlier one
-# Every unfinished run's checkpoint under results/paper goes to .ckpt/ (git-ignored), which the
-# next window carries (carry [".whl", ".data", ".ckpt"]) and gpu_window.sh restores first.
-rm -rf .ckpt && mkdir -p .ckpt
-find results/paper -name checkpoint.pt -print0 | tar czf .ckpt/checkpoints.tgz --null -T -
-echo "$(find results/paper -name checkpoint.pt | wc -l) unfinished runs' checkpoints in .ckpt/ ($(du -h .ckpt/checkpoints.tgz | cut -f1)) for the next window"
+bash scripts/gpu_checkpoints.sh   # every unfinished run's checkpoint -> .ckpt/ for the next window
 [ -f "$DIR/window.log" ] && grep '^\[window' "$DIR/window.log"
 echo "unpacked; python -m kanx.status results/paper shows what is done"
