@@ -8,6 +8,7 @@ most of the cost. Adam is elementwise, so members of a pack never mix here eithe
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 
@@ -23,15 +24,11 @@ def _update(params, grads, m, v, b1: float, b2: float, eps: float, step_size: to
         p.sub_(m_ / v_.sqrt().div_(bias2_sqrt).add_(eps) * step_size)  # = addcdiv_(m, denom, value=-step_size)
 
 
-_FUSED: dict = {}
-
-
+@functools.cache
 def _fused_update():
-    if "update" not in _FUSED:
-        # one compile per parameter list (a pack's shapes); a process trains several packs
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-        _FUSED["update"] = torch.compile(_update, dynamic=False)
-    return _FUSED["update"]
+    # one compile per parameter list (a pack's shapes); a process trains several packs
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
+    return torch.compile(_update, dynamic=False)
 
 
 class Adam:

@@ -380,7 +380,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     for m, job in enumerate(jobs):
         status, reason = _status(bool(trainer.alive[m]), metrics[m], structures[m])
         rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
-        rec["timing"]["device"] = describe_device(device)
+        rec["timing"]["device"] = where["device"]
         if job.history:  # resumed: every stretch, the last one (this process's) included
             rec["timing"]["segments"] = _segments(job, where, trainer.epoch)
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in vocab.RECORD_STRUCTURE}}

@@ -134,13 +134,14 @@ def families_part(results: Path) -> list[str]:
         caveat = ([f"Not final: {', '.join(partial)} {'has' if len(partial) == 1 else 'have'} runs for fewer than the six gated "
                    "conditions, and a dataset's hypervolumes are normalized by its best condition among those present, so "
                    "they change as the rest arrive.", ""] if partial else [])
-        nguyen = sorted({d for d in runs["dataset"] if str(d).startswith("nguyen_")}, key=lambda d: int(d.split("_f")[1]))
         seeds = runs.groupby("dataset")["seed"].nunique()
         few = [f"{d} ({n})" for d, n in seeds.items() if n < 10]
         if few:
             caveat += [f"Seeds per dataset below the protocol's 10, so medians over fewer: {', '.join(few)}.", ""]
-        if 0 < len(nguyen) < 10:
-            caveat += [f"Nguyen: the column averages the problems with records, {len(nguyen)} of 10 ({', '.join(nguyen)}).", ""]
+        problems = [d for d in PAPER_DATASETS if d.startswith("nguyen_")]
+        nguyen = [d for d in problems if d in seeds.index]
+        if 0 < len(nguyen) < len(problems):
+            caveat += [f"Nguyen: the column averages the problems with records, {len(nguyen)} of {len(problems)} ({', '.join(nguyen)}).", ""]
         lines += ["## Normalized hypervolume (the paper's layout)", "", *caveat, hv.read_text(), ""]
     for d in others:
         table = analysis / "tables" / f"absolute_{d}.md"
