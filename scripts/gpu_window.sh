@@ -61,11 +61,20 @@ PY=${PYTHON:-python3}
 say "budget ${BUDGET}s; device $DEVICE; scale $SCALE; $(nproc) CPUs; $($PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")' 2>&1)"
 $PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or its dependencies do not import: see $LOG"; exit 2; }
 
+# Records an earlier call on this same (warm) machine finished: the device tool syncs the working
+# tree before every call and removes files git does not ignore that the tree here lacks, records
+# included, so each call keeps a copy of what it packed in .window/ (git-ignored, so kept).
+TAR_ROOT=.; [[ $RESULTS = /* ]] && TAR_ROOT=/  # tar stores an absolute RESULTS without its leading /
+if compgen -G ".window/records-*.tgz" >/dev/null; then
+  for f in .window/records-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --skip-old-files 2>>"$LOG"; done
+  say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier call's in .window/, and the tree's)"
+fi
+
 # Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/).
 if compgen -G ".ckpt/checkpoints.tgz*" >/dev/null; then
   # --keep-newer-files: on a machine kept warm between calls, the last call's checkpoints are newer
   # than the carried ones and must not be rolled back.
-  cat .ckpt/checkpoints.tgz* | tar xzf - --keep-newer-files 2>>"$LOG"
+  cat .ckpt/checkpoints.tgz* | tar xzf - -C "$TAR_ROOT" --keep-newer-files 2>>"$LOG"
   say "restored $(find "$RESULTS" -name checkpoint.pt | wc -l) checkpoints from .ckpt/ (an earlier window's unfinished runs; newer ones kept)"
 fi
 
@@ -128,6 +137,7 @@ room=$(( 60 * 1024 * 1024 - $(stat -c %s "$OUT/records.tgz") ))  # 64 MiB come b
 if [ "$(stat -c %s "$OUT/checkpoints.tgz")" -gt "$room" ]; then
   say "checkpoints.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out ($n_ckpt unfinished runs start over)"; rm "$OUT/checkpoints.tgz"
 fi
+mkdir -p .window && cp "$OUT/records.tgz" ".window/records-$START.tgz"  # for a later call here
 for f in records.tgz checkpoints.tgz; do
   [ -f "$OUT/$f" ] && [ "$(stat -c %s "$OUT/$f")" -gt $(( 15 * 1024 * 1024 )) ] && split -b 15m -d "$OUT/$f" "$OUT/$f.part" && rm "$OUT/$f"
 done
