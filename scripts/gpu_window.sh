@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU window, as one command: the CUDA tests, the full-scale reproduction of the paper's
-# families (Nguyen by default) until the time runs out, then `make bench-paper` if time is left; then the finished
+# families (KANX_WINDOW_PHASES: the Concrete rerun, then Nguyen seeds 3 to 9, by default) until the
+# time runs out, then `make bench-paper` if time is left; then the finished
 # records (JSON, no weights) and the checkpoints of unfinished runs are packed into $OUT for
 # `scripts/gpu_unpack.sh` on the machine the results are committed from.
 #
@@ -16,8 +17,14 @@
 # Environment (all optional):
 #   KANX_WINDOW_DEVICE    cuda (default) | cpu
 #   KANX_WINDOW_SCALE     full (default) | smoke
-#   KANX_WINDOW_DATASETS  datasets to reproduce (default: Nguyen F1 to F10, the family that fits a window)
-#   KANX_WINDOW_SEEDS     seed phases, run in order (default "0,1,2 3,4,5,6,7,8,9")
+#   KANX_WINDOW_PHASES    what to reproduce, in order, as space-separated DATASETS@SEEDS phases (both
+#                         comma-separated); finished runs are skipped, so a phase already done costs
+#                         only its composition. Default: the Concrete rerun at today's defaults (10
+#                         seeds: the five-family table needs it), then Nguyen seeds 3 to 9 (0 to 2 are done):
+#                         "concrete@0,...,9 nguyen_f1,...,nguyen_f10@3,...,9"
+#   KANX_WINDOW_DATASETS  with KANX_WINDOW_SEEDS, the older form: the same datasets in every phase, one
+#   KANX_WINDOW_SEEDS     phase per space-separated seed list (e.g. "0,1,2 3,4,5,6,7,8,9"); ignored
+#                         when KANX_WINDOW_PHASES is set
 #   KANX_WINDOW_RESULTS   results root (default results/paper)
 #   KANX_WINDOW_JOBS      training processes sharing the device (default 5)
 #   KANX_WINDOW_PACK_SIZE most runs per pack (default 160: five packs of 160 kept an H100 as busy as
@@ -37,8 +44,16 @@ SCALE=${KANX_WINDOW_SCALE:-full}
 RESULTS=${KANX_WINDOW_RESULTS:-results/paper}
 JOBS=${KANX_WINDOW_JOBS:-5}
 PACK=${KANX_WINDOW_PACK_SIZE:-160}
-DATASETS=${KANX_WINDOW_DATASETS:-nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10}
-SEEDS=${KANX_WINDOW_SEEDS:-0,1,2 3,4,5,6,7,8,9}
+NGUYEN=nguyen_f1,nguyen_f2,nguyen_f3,nguyen_f4,nguyen_f5,nguyen_f6,nguyen_f7,nguyen_f8,nguyen_f9,nguyen_f10
+if [ -n "${KANX_WINDOW_PHASES:-}" ]; then PHASES=$KANX_WINDOW_PHASES
+elif [ -n "${KANX_WINDOW_DATASETS:-}${KANX_WINDOW_SEEDS:-}" ]; then
+  DS=$(echo ${KANX_WINDOW_DATASETS:-${NGUYEN//,/ }} | tr ' ' ,)
+  PHASES=$(for s in ${KANX_WINDOW_SEEDS:-0,1,2 3,4,5,6,7,8,9}; do printf '%s@%s ' "$DS" "$s"; done)
+else PHASES="concrete@0,1,2,3,4,5,6,7,8,9 $NGUYEN@3,4,5,6,7,8,9"
+fi
+for phase in $PHASES; do  # bad input fails here, before any compute: DATASETS@SEEDS
+  [[ $phase =~ ^[a-z0-9_,]+@[0-9,]+$ ]] || { echo "gpu_window.sh: phase '$phase' is not DATASETS@SEEDS (e.g. concrete,ikeda@0,1,2)" >&2; exit 2; }
+done
 BENCH_MIN=${KANX_WINDOW_BENCH_MIN:-120}
 RESERVE=${KANX_WINDOW_RESERVE:-45}
 OUT=${OUT:-$PWD/window-out}
@@ -92,26 +107,26 @@ if [ "$GRAPH" = auto ]; then
 fi
 say "train.cuda_graph=$GRAPH"
 
-# 3. The reproduction, in phases of seeds: seeds 0-2 of every cell first (what a family needs
-#    before its tables mean anything), then the rest while time lasts. A phase is stopped
-#    (SIGTERM: every worker checkpoints its pack) when only the packing reserve is left. If a
-#    phase fails on the graph path, it is run again eagerly.
-REPRO=(--datasets $DATASETS --results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS" --no-analysis
+# 3. The reproduction, phase by phase (DATASETS@SEEDS, in the order given: what a table needs
+#    first goes first). A phase is stopped (SIGTERM: every worker checkpoints its pack) when only
+#    the packing reserve is left. If a phase fails on the graph path, it is run again eagerly.
+REPRO=(--results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS" --no-analysis
        "device=$DEVICE" train.compile=false train.checkpoint_every=250)
 [ "$SCALE" = smoke ] && REPRO+=(--scale smoke)
-for seeds in $SEEDS; do
+for phase in $PHASES; do
+  datasets=${phase%@*}; seeds=${phase#*@}; args=(--datasets ${datasets//,/ } "${REPRO[@]}")
   T=$(( $(left) - RESERVE ))
-  [ "$T" -gt 30 ] || { say "no time left for seeds $seeds"; break; }
-  say "reproduce seeds $seeds for at most ${T}s: ${REPRO[*]} train.cuda_graph=$GRAPH"
+  [ "$T" -gt 30 ] || { say "no time left for $phase"; break; }
+  say "reproduce $phase for at most ${T}s: ${args[*]} train.cuda_graph=$GRAPH seed=$seeds"
   P0=$(date +%s)
-  timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${REPRO[@]}" "train.cuda_graph=$GRAPH" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
+  timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${args[@]}" "train.cuda_graph=$GRAPH" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
   rc=$?
-  say "seeds $seeds: exit $rc after $(( $(date +%s) - P0 ))s; $(find "$RESULTS" -newer "$MARK" -name done | wc -l) runs finished in this window so far"
+  say "$phase: exit $rc after $(( $(date +%s) - P0 ))s; $(find "$RESULTS" -newer "$MARK" -name done | wc -l) runs finished in this window so far"
   if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$GRAPH" = true ]; then
     GRAPH=false; T=$(( $(left) - RESERVE ))
-    say "seeds $seeds failed with the graph path: again eagerly for at most ${T}s"
-    [ "$T" -gt 30 ] && timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${REPRO[@]}" "train.cuda_graph=false" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
-    say "seeds $seeds eagerly: exit $?"
+    say "$phase failed with the graph path: again eagerly for at most ${T}s"
+    [ "$T" -gt 30 ] && timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${args[@]}" "train.cuda_graph=false" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
+    say "$phase eagerly: exit $?"
   fi
 done
 pkill -TERM -f "kanx.plan" 2>/dev/null; sleep 2
