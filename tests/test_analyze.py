@@ -224,6 +224,25 @@ def test_load_runs_skips_records_without_done_and_unreadable_ones(tmp_path):
     assert skipped["d/record.json"].startswith("unreadable record")
 
 
+def test_a_record_changed_after_its_run_sealed_it_does_not_count(tmp_path):
+    """The tables count what a run wrote: a record edited after its done marker vouched for it
+    (here a better RMSE typed in) is skipped with the reason, until it is sealed again."""
+    from kanx.records import seal
+
+    kept, edited = write_record(tmp_path, "a"), write_record(tmp_path, "b", seed=1)
+    for folder in (kept, edited):
+        seal(folder)  # the done marker now holds the record's sha256, as a run writes it
+    record = json.loads((edited / "record.json").read_text())
+    record["metrics"]["test_rmse"] = 0.5
+    (edited / "record.json").write_text(json.dumps(record))
+    runs = load_runs(tmp_path)
+    assert runs["seed"].tolist() == [0]
+    (reason,) = [why for path, why in runs.attrs["skipped"] if path == "b/record.json"]
+    assert reason.startswith("not counted: b/record.json is corrupt: its sha256 differs"), reason
+    seal(edited)  # a deliberate change, vouched for
+    assert sorted(load_runs(tmp_path)["seed"].tolist()) == [0, 1]
+
+
 def test_duplicate_records_newest_done_marker_wins(tmp_path):
     old = write_record(tmp_path, "sweep1/run", status="failed", metrics={})
     new = write_record(tmp_path, "sweep0/run")  # sorts first, but its marker is newer

@@ -180,7 +180,7 @@ def main(argv=None) -> int:
         print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
     if args.draw:
         append_model_drawings(Path(report), args.root, args.draw)
-    print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker or unreadable)")
+    print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker, unreadable, or changed since its done marker)")
     print(f"report: {report}")
     return 0
 

@@ -3,7 +3,9 @@
 The analysis reads only records, never directory names: everything a row holds comes from
 the JSON object. A record without a `done` marker beside it (a run killed mid-write) does not
 count; it is listed in ``runs.attrs["skipped"]`` with the reason, as is any record that cannot
-be read.
+be read, and any record whose sha256 differs from the one its `done` marker holds (edited or cut
+short after the run sealed it: the tables count only what a run wrote; ``kanx.records.seal``
+is the deliberate way to vouch for a changed file).
 
 Duplicates: two records for the same (dataset, condition, beta, seed), e.g. a failed run and
 its re-run in another sweep folder, would count one seed twice. The record whose `done` marker
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import RECORD as RECORD_NAME
 from kanx.vocab import RECORD_METRICS, RECORD_TIMING, SCHEMA_VERSION
@@ -167,6 +170,10 @@ def load_runs(root: str | Path) -> pd.DataFrame:
     rows, mtimes = [], []
     for path in paths:
         rel = path.relative_to(root).as_posix()
+        problem = integrity_problem(path.parent)
+        if problem is not None:
+            skipped.append((rel, f"not counted: {problem.replace(str(path.parent), str(Path(rel).parent))}"))
+            continue
         try:
             rows.append(_row(json.loads(path.read_text()), rel))
         except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
