@@ -84,6 +84,9 @@ if compgen -G ".window/records-*.tgz" >/dev/null; then
   for f in .window/records-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --skip-old-files 2>>"$LOG"; done
   say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier call's in .window/, and the tree's)"
 fi
+if compgen -G ".window/curves-*.tgz" >/dev/null; then  # an earlier call's curves extend the tree's: they win
+  for f in .window/curves-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --overwrite 2>>"$LOG"; done
+fi
 
 # Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/).
 if compgen -G ".ckpt/checkpoints.tgz*" >/dev/null; then
@@ -143,19 +146,27 @@ else
   say "bench-paper skipped: ${T}s left, it needs ${BENCH_MIN}s"
 fi
 
-# 5. Pack what this window wrote: records first, then checkpoints while they fit (8 files, 64 MiB).
+# 5. Pack what this window wrote: records first, then checkpoints, then the training curves
+#    (metrics.csv: a resumed run keeps the rows it had, so the newest file is the whole curve)
+#    while they fit (8 files, 64 MiB).
 find "$RESULTS" -newer "$MARK" \( -name record.json -o -name done -o -path "*/logs/*" \) -type f -print0 | tar czf "$OUT/records.tgz" --null -T -
 find "$RESULTS" -newer "$MARK" -name checkpoint.pt -print0 | tar czf "$OUT/checkpoints.tgz" --null -T -
+find "$RESULTS" -newer "$MARK" -name metrics.csv -print0 | tar czf "$OUT/curves.tgz" --null -T -
 n_rec=$(find "$RESULTS" -newer "$MARK" -name record.json | wc -l)
 n_ckpt=$(find "$RESULTS" -newer "$MARK" -name checkpoint.pt | wc -l)
+n_curves=$(find "$RESULTS" -newer "$MARK" -name metrics.csv | wc -l)
 room=$(( 60 * 1024 * 1024 - $(stat -c %s "$OUT/records.tgz") ))  # 64 MiB come back, the log and bench beside
 if [ "$(stat -c %s "$OUT/checkpoints.tgz")" -gt "$room" ]; then
   say "checkpoints.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out ($n_ckpt unfinished runs start over)"; rm "$OUT/checkpoints.tgz"
+else room=$(( room - $(stat -c %s "$OUT/checkpoints.tgz") )); fi
+if [ "$(stat -c %s "$OUT/curves.tgz")" -gt "$room" ]; then
+  say "curves.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out (these runs' metrics.csv miss this window's rows)"; rm "$OUT/curves.tgz"
 fi
 mkdir -p .window && cp "$OUT/records.tgz" ".window/records-$START.tgz"  # for a later call here
-for f in records.tgz checkpoints.tgz; do
+[ -f "$OUT/curves.tgz" ] && cp "$OUT/curves.tgz" ".window/curves-$START.tgz"
+for f in records.tgz checkpoints.tgz curves.tgz; do
   [ -f "$OUT/$f" ] && [ "$(stat -c %s "$OUT/$f")" -gt $(( 15 * 1024 * 1024 )) ] && split -b 15m -d "$OUT/$f" "$OUT/$f.part" && rm "$OUT/$f"
 done
 cat "$OUT/cuda-tests.txt" "$OUT/bench-paper.txt" "$OUT/reproduce.txt" >>"$LOG" 2>/dev/null; rm -f "$OUT/cuda-tests.txt" "$OUT/reproduce.txt"
-say "packed $n_rec records and $n_ckpt checkpoints into $OUT: $(ls "$OUT" | tr '\n' ' ')"
+say "packed $n_rec records, $n_ckpt checkpoints and $n_curves training curves into $OUT: $(ls "$OUT" | tr '\n' ' ')"
 rm -f "$MARK"
