@@ -34,6 +34,8 @@
 #   KANX_WINDOW_GRAPH     auto (default: on if the CUDA tests pass) | true | false
 #   KANX_WINDOW_TESTS     1 (default): run tests/test_cuda.py first | 0: skip them
 #   KANX_WINDOW_WHEELS    1 (default): install .whl/ (Python 3.12 wheels) | 0: use the environment as it is
+#   KANX_WINDOW_KEEP      where each call keeps a copy of what it packed, for a later call on the same
+#                         machine (default .window, git-ignored)
 #   PYTHON                the interpreter (default python3)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +59,7 @@ done
 BENCH_MIN=${KANX_WINDOW_BENCH_MIN:-120}
 RESERVE=${KANX_WINDOW_RESERVE:-45}
 OUT=${OUT:-$PWD/window-out}
+KEEP=${KANX_WINDOW_KEEP:-.window}  # what a later call on this machine restores (git-ignored)
 mkdir -p "$OUT"
 LOG="$OUT/window.log"
 MARK=$(mktemp)  # files newer than this are this window's
@@ -78,21 +81,22 @@ $PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or it
 
 # Records an earlier call on this same (warm) machine finished: the device tool syncs the working
 # tree before every call and removes files git does not ignore that the tree here lacks, records
-# included, so each call keeps a copy of what it packed in .window/ (git-ignored, so kept).
+# included, so each call keeps a copy of what it packed in $KEEP (.window/, git-ignored, so kept).
 TAR_ROOT=.; [[ $RESULTS = /* ]] && TAR_ROOT=/  # tar stores an absolute RESULTS without its leading /
-if compgen -G ".window/records-*.tgz" >/dev/null; then
-  for f in .window/records-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --skip-old-files 2>>"$LOG"; done
-  say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier call's in .window/, and the tree's)"
+if compgen -G "$KEEP/records-*.tgz" >/dev/null; then
+  for f in "$KEEP"/records-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --skip-old-files 2>>"$LOG"; done
+  say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier call's in $KEEP, and the tree's)"
 fi
-if compgen -G ".window/curves-*.tgz" >/dev/null; then  # an earlier call's curves extend the tree's: they win
-  for f in .window/curves-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --overwrite 2>>"$LOG"; done
+if compgen -G "$KEEP/curves-*.tgz" >/dev/null; then  # an earlier call's curves extend the tree's: they win
+  for f in "$KEEP"/curves-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --overwrite 2>>"$LOG"; done
 fi
 
-# Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/).
-if compgen -G ".ckpt/checkpoints.tgz*" >/dev/null; then
+# Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/),
+# stored relative to this checkout: only for a results root inside it (not a dry run's /tmp root).
+if [ "$TAR_ROOT" = . ] && compgen -G ".ckpt/checkpoints.tgz*" >/dev/null; then
   # --keep-newer-files: on a machine kept warm between calls, the last call's checkpoints are newer
   # than the carried ones and must not be rolled back.
-  cat .ckpt/checkpoints.tgz* | tar xzf - -C "$TAR_ROOT" --keep-newer-files 2>>"$LOG"
+  cat .ckpt/checkpoints.tgz* | tar xzf - --keep-newer-files 2>>"$LOG"
   say "restored $(find "$RESULTS" -name checkpoint.pt | wc -l) checkpoints from .ckpt/ (an earlier window's unfinished runs; newer ones kept)"
 fi
 
@@ -132,7 +136,8 @@ for phase in $PHASES; do
     say "$phase eagerly: exit $?"
   fi
 done
-pkill -TERM -f "kanx.plan" 2>/dev/null; sleep 2
+# No stragglers to stop: timeout signals its whole process group, the training workers
+# (python -m kanx.plan) included, and KILLs it 30 s later.
 
 # 4. The whole-paper estimate on this device (100 steps per pack make-up), if time is left.
 if [ "$SCALE" = full ]; then BENCH_SETS="nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10 ikeda ecosystem concrete superconductor"; else BENCH_SETS="nguyen_f1"; fi
@@ -162,8 +167,8 @@ else room=$(( room - $(stat -c %s "$OUT/checkpoints.tgz") )); fi
 if [ "$(stat -c %s "$OUT/curves.tgz")" -gt "$room" ]; then
   say "curves.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out (these runs' metrics.csv miss this window's rows)"; rm "$OUT/curves.tgz"
 fi
-mkdir -p .window && cp "$OUT/records.tgz" ".window/records-$START.tgz"  # for a later call here
-[ -f "$OUT/curves.tgz" ] && cp "$OUT/curves.tgz" ".window/curves-$START.tgz"
+mkdir -p "$KEEP" && cp "$OUT/records.tgz" "$KEEP/records-$START.tgz"  # for a later call here
+[ -f "$OUT/curves.tgz" ] && cp "$OUT/curves.tgz" "$KEEP/curves-$START.tgz"
 for f in records.tgz checkpoints.tgz curves.tgz; do
   [ -f "$OUT/$f" ] && [ "$(stat -c %s "$OUT/$f")" -gt $(( 15 * 1024 * 1024 )) ] && split -b 15m -d "$OUT/$f" "$OUT/$f.part" && rm "$OUT/$f"
 done
