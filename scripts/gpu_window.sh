@@ -46,7 +46,7 @@ SCALE=${KANX_WINDOW_SCALE:-full}
 RESULTS=${KANX_WINDOW_RESULTS:-results/paper}
 JOBS=${KANX_WINDOW_JOBS:-5}
 PACK=${KANX_WINDOW_PACK_SIZE:-160}
-NGUYEN=nguyen_f1,nguyen_f2,nguyen_f3,nguyen_f4,nguyen_f5,nguyen_f6,nguyen_f7,nguyen_f8,nguyen_f9,nguyen_f10
+NGUYEN=$(a=(nguyen_f{1..10}); IFS=,; echo "${a[*]}")  # kanx.vocab.NGUYEN_PROBLEMS (not imported: this line runs before the wheels are in)
 if [ -n "${KANX_WINDOW_PHASES:-}" ]; then PHASES=$KANX_WINDOW_PHASES
 elif [ -n "${KANX_WINDOW_DATASETS:-}${KANX_WINDOW_SEEDS:-}" ]; then
   DS=$(echo ${KANX_WINDOW_DATASETS:-${NGUYEN//,/ }} | tr ' ' ,)
@@ -140,12 +140,12 @@ done
 # (python -m kanx.plan) included, and KILLs it 30 s later.
 
 # 4. The whole-paper estimate on this device (100 steps per pack make-up), if time is left.
-if [ "$SCALE" = full ]; then BENCH_SETS="nguyen_f1 nguyen_f2 nguyen_f3 nguyen_f4 nguyen_f5 nguyen_f6 nguyen_f7 nguyen_f8 nguyen_f9 nguyen_f10 ikeda ecosystem concrete superconductor"; else BENCH_SETS="nguyen_f1"; fi
+BENCH_SETS=(); [ "$SCALE" = full ] || BENCH_SETS=(--datasets nguyen_f1)  # full: bench_paper.py's default, the whole paper
 T=$(( $(left) - 45 ))
 if [ "$T" -ge "$BENCH_MIN" ]; then
   graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
   timeout "$T" $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" \
-    --datasets $BENCH_SETS >"$OUT/bench-paper.txt" 2>&1
+    "${BENCH_SETS[@]}" >"$OUT/bench-paper.txt" 2>&1
   say "bench-paper (exit $?): $(tail -1 "$OUT/bench-paper.txt")"
 else
   say "bench-paper skipped: ${T}s left, it needs ${BENCH_MIN}s"
