@@ -54,7 +54,8 @@ class Job:
     data_hash: str | None = None  # kanx.data.data_hash of its dataset: compared apart from config_hash
     state: records.RunState = field(default_factory=lambda: records.RunState("new"))
     resume_epoch: int = 0
-    # The stretches trained before the checkpoint it resumes from: [{"device", "git_commit", "epochs": [from, to]}]
+    # The stretches trained before the checkpoint it resumes from: [{"device", "git_commit", "epochs": [from, to],
+    # "train_s": seconds (stretches written since 2026-11-27)}]
     history: list = field(default_factory=list)
 
     @property
@@ -282,7 +283,8 @@ def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> No
     where = _where(trainer.device)
     for m, job in enumerate(jobs):
         _save_torch(job.run_dir / records.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"],
-                                                       "history": _segments(job, where, state["epoch"]), "state": trainer.member_slice(state, m)})
+                                                       "history": _segments(job, where, state["epoch"], state["train_seconds"] - trainer.resumed_train_seconds),
+                                                       "state": trainer.member_slice(state, m)})
 
 
 def _where(device: torch.device) -> dict:
@@ -290,10 +292,12 @@ def _where(device: torch.device) -> dict:
     return {"device": describe_device(device), "git_commit": records.git_commit()}
 
 
-def _segments(job: Job, where: dict, epoch: int) -> list[dict]:
-    """Where and by which commit each stretch of the run was trained, this one up to ``epoch``
-    included: a run resumed on another device or at another commit says so in its record."""
-    return [*job.history, {**where, "epochs": [job.resume_epoch, epoch]}]
+def _segments(job: Job, where: dict, epoch: int, seconds: float) -> list[dict]:
+    """Where, by which commit and in how many training seconds each stretch of the run was
+    trained, this one (``seconds`` so far) up to ``epoch`` included: a run resumed on another
+    device or at another commit says so in its record, and kanx.status reads a running pack's
+    step rate off its last stretch."""
+    return [*job.history, {**where, "epochs": [job.resume_epoch, epoch], "train_s": round(seconds, 3)}]
 
 
 def _duration(seconds: float) -> str:
@@ -382,7 +386,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
         rec["timing"]["device"] = where["device"]
         if job.history:  # resumed: every stretch, the last one (this process's) included
-            rec["timing"]["segments"] = _segments(job, where, trainer.epoch)
+            rec["timing"]["segments"] = _segments(job, where, trainer.epoch, trainer.train_seconds - trainer.resumed_train_seconds)
         rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in vocab.RECORD_STRUCTURE}}
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit

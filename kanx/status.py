@@ -21,10 +21,12 @@ several folders, so its multirun.yaml says nothing about one folder: the records
 
 ETA: the steps left (epochs left x batches per epoch, one pack of up to train.pack_size runs
 at a time, a checkpointed run from its epoch) at the median pack step rate of the sweep's
-records (timing.steps_per_s; else of the same dataset and condition elsewhere in the root),
-sweeps one after another. Failed runs count as left: the next invocation retries them.
+records (timing.steps_per_s; else of the same dataset and condition elsewhere in the root;
+else, for a sweep still running, the rate of the stretch its checkpoints' last segment says
+the running process has trained so far), sweeps one after another. Failed runs count as
+left: the next invocation retries them.
 
-Reads only files; imports torch only to read the epoch of a checkpoint.
+Reads only files; imports torch only to read a checkpoint (its epoch and last stretch).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Run:
     state: str
     epoch: int | None = None  # of the checkpoint, where there is one
     path: Path | None = None
+    stretch: tuple[int, float] | None = None  # (epochs, seconds) of the checkpoint's last stretch, where it says
 
 
 @dataclass
@@ -90,28 +93,37 @@ class Sweep:
 # ---------------------------------------------------------------------------- reading
 
 
-def checkpoint_epoch(run_dir: Path) -> int | None:
-    """The epoch a checkpoint holds (None if it cannot be read)."""
+def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None]:
+    """The epoch a checkpoint holds and (epochs, training seconds) of its last stretch, where
+    the checkpoint says (stretches written since 2026-11-27 carry their seconds); None for
+    what cannot be read."""
     import torch  # only here: the rest of the status reads JSON and YAML
 
     try:
-        return int(torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True)["epoch"])
+        ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True)
+        epoch = int(ckpt["epoch"])
     except Exception:
-        return None
+        return None, None
+    try:
+        last = ckpt["history"][-1]
+        stretch = (int(last["epochs"][1]) - int(last["epochs"][0]), float(last["train_s"]))
+    except Exception:
+        stretch = None
+    return epoch, stretch
 
 
-def run_state(run_dir: Path) -> tuple[str, int | None, dict | None]:
-    """(state, checkpoint epoch, record) of one run folder."""
+def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, float] | None]:
+    """(state, checkpoint epoch, record, the checkpoint's last stretch (``read_checkpoint``)) of one run folder."""
     state = read_state(run_dir)
     if state.status in ("done", "failed"):
-        return str(state.record.get("status", "ok")), None, state.record
+        return str(state.record.get("status", "ok")), None, state.record, None
     has_checkpoint = (run_dir / CHECKPOINT).exists()
-    epoch = checkpoint_epoch(run_dir) if has_checkpoint else None
+    epoch, stretch = read_checkpoint(run_dir) if has_checkpoint else (None, None)
     if (run_dir / LOCK).exists():
-        return "running", epoch, None
+        return "running", epoch, None, stretch
     if has_checkpoint:
-        return "checkpointed", epoch, None
-    return "missing", None, None
+        return "checkpointed", epoch, None, stretch
+    return "missing", None, None, None
 
 
 def find_sweeps(root: Path) -> dict[Path, list[Path]]:
@@ -228,6 +240,17 @@ def _rate(records: Iterable[dict]) -> float | None:
     return statistics.median(rates) if rates else None
 
 
+def running_rate(runs: list[Run], protocol: tuple[int, int, int] | None) -> float | None:
+    """The median pack step rate of the running runs' current stretches (epochs x batches per
+    epoch / seconds), from their checkpoints; None without one that says. Only running runs:
+    a stopped run's last stretch may have been on another device."""
+    if protocol is None:
+        return None
+    batches = protocol[1]
+    rates = [r.stretch[0] * batches / r.stretch[1] for r in runs if r.state == "running" and r.stretch and r.stretch[0] > 0 and r.stretch[1] > 0]
+    return statistics.median(rates) if rates else None
+
+
 def eta_seconds(runs: list[Run], protocol: tuple[int, int, int] | None, rate: float | None) -> float | None:
     """Seconds to train the runs left: packs of up to pack_size runs that start at the same
     epoch (as kanx.runner packs them), each (epochs - start) x batches steps at ``rate``."""
@@ -271,7 +294,7 @@ def collect(root: str | Path) -> list[Sweep]:
     for sweep_dir, run_dirs in sweeps.items():
         runs, records = [], []
         for run_dir in sorted(run_dirs):
-            state, epoch, record = run_state(run_dir)
+            state, epoch, record, stretch = run_state(run_dir)
             if record is not None:
                 records.append(record)
                 beta, seed = record.get("beta"), record.get("seed")
@@ -279,7 +302,7 @@ def collect(root: str | Path) -> list[Sweep]:
                 m = _RUN_DIR.fullmatch(run_dir.name)
                 beta, seed = (m["beta"], m["seed"]) if m else (None, None)
             try:
-                runs.append(Run(canonical_beta(beta or 0.0), int(seed), state, epoch, run_dir))
+                runs.append(Run(canonical_beta(beta or 0.0), int(seed), state, epoch, run_dir, stretch))
             except (TypeError, ValueError):
                 continue  # a folder that names no run
         rel = sweep_dir.relative_to(root).as_posix() if sweep_dir != root else "."
@@ -302,10 +325,13 @@ def collect(root: str | Path) -> list[Sweep]:
                            multirun=plans[sweep_dir].source if sweep_dir in plans else None))
 
     for sweep in found:
+        protocol = _protocol(sweep.records, sweep.multirun)
         rate = _rate(sweep.records)
         if rate is None:  # the same dataset and condition elsewhere (another tag)
             rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition) for r in s.records)
-        sweep.eta_s = eta_seconds(sweep.runs, _protocol(sweep.records, sweep.multirun), rate)
+        if rate is None:  # still running, no record yet: the running process's own pace
+            rate = running_rate(sweep.runs, protocol)
+        sweep.eta_s = eta_seconds(sweep.runs, protocol, rate)
     rank = {c: i for i, c in enumerate(CONDITIONS)}
     return sorted(found, key=lambda s: (dataset_rank(s.dataset), rank.get(s.condition, len(rank)), s.condition, s.path))
 
@@ -348,7 +374,7 @@ def format_table(sweeps: list[Sweep]) -> str:
     unknown = sum(e is None for e in etas)
     rows.append(["all", str(sum(len(s.runs) for s in sweeps)), *(str(total[k]) for k in STATES[:-1]), str(total["missing"]), duration(eta), ""])
     notes = ["running / checkpointed: n@epoch (the epochs their checkpoints hold)",
-             "ETA: the runs left (failed ones are retried) at the recorded pack step rate, sweeps one after another"]
+             "ETA: the runs left (failed ones are retried) at the recorded pack step rate (or, before any record, the running process's own), sweeps one after another"]
     if unknown:
         notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s)")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

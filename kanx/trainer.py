@@ -146,6 +146,7 @@ class Trainer:
         self.last_state: dict | None = None  # full_state() at the last epoch boundary train() passed: what a signal checkpoints
         self.steps = 0
         self.train_seconds = 0.0
+        self.resumed_train_seconds = 0.0  # train_seconds the checkpoints held: what earlier processes trained
 
     # ---------------------------------------------------------------- one epoch
     def betas_at(self, epoch: int) -> list[float]:
@@ -352,7 +353,7 @@ class Trainer:
             g.set_state(s["rng"])
         self.alive = torch.tensor([s["alive"] for s in states])
         self.epoch, self.steps = states[0]["epoch"], states[0]["steps"]
-        self.train_seconds = max(s["train_seconds"] for s in states)
+        self.train_seconds = self.resumed_train_seconds = max(s["train_seconds"] for s in states)
         self.model.fc_enabled = self.condition.forward and fc_active(self.epoch, self.train_cfg.fc_warmup)
 
 

@@ -194,6 +194,9 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     first, second = rec["timing"]["segments"]
     assert first["epochs"] == [0, stopped_at] and second["epochs"] == [stopped_at, 1500]
     assert first["device"] == second["device"] == "cpu" and first["git_commit"] == rec["git_commit"]
+    # ... and how long each took: the stretches' seconds add up to the run's training seconds.
+    assert first["train_s"] > 0 and second["train_s"] > 0
+    assert first["train_s"] + second["train_s"] == pytest.approx(rec["timing"]["train_s"], abs=0.01)
 
 
 def test_sigterm_to_a_plan_with_workers_is_a_stop_not_a_failure(tmp_path):

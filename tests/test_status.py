@@ -80,6 +80,30 @@ def test_eta_packs_runs_by_their_start_epoch():
     assert eta_seconds([Run(0.0, 0, "ok")], None, None) == 0.0
 
 
+def test_a_running_sweep_without_records_has_an_eta_from_its_own_stretch(tmp_path):
+    """Before any record, the running process's pace (its checkpoints' last stretch: epochs and
+    training seconds) gives the ETA; a stopped run's stretch (another device, maybe) does not."""
+    from kanx.status import Run, read_checkpoint, running_rate
+
+    def stretch_checkpoint(folder, epochs, seconds, lock):
+        write_run(folder, None, lock=lock)
+        history = [{"device": "cuda (H100)", "git_commit": "a", "epochs": [0, epochs[0]]},  # older stretch: no seconds
+                   {"device": "cpu", "git_commit": "b", "epochs": list(epochs), "train_s": seconds}]
+        torch.save({"config_hash": "x", "epoch": epochs[1], "history": history, "state": {}}, folder / "checkpoint.pt")
+
+    stretch_checkpoint(tmp_path / "a", (200, 300), 20.0, lock=True)
+    stretch_checkpoint(tmp_path / "b", (200, 300), 1.0, lock=False)
+    assert read_checkpoint(tmp_path / "a") == (300, (100, 20.0))
+    runs = [Run(0.0, 0, "running", 300, tmp_path / "a", (100, 20.0)), Run(0.0, 1, "checkpointed", 300, tmp_path / "b", (100, 1.0)),
+            Run(0.0, 2, "missing")]
+    rate = running_rate(runs, (1000, 10, 70))  # 100 epochs x 10 batches in 20 s
+    assert rate == pytest.approx(50.0)
+    assert eta_seconds(runs, (1000, 10, 70), rate) == pytest.approx((700 * 10 + 1000 * 10) / 50.0)
+    assert running_rate([Run(0.0, 1, "checkpointed", 300, None, (100, 1.0))], (1000, 10, 70)) is None
+    write_run(tmp_path / "c", None, epoch=5, lock=True)  # a checkpoint from before stretches had seconds
+    assert read_checkpoint(tmp_path / "c") == (5, None)
+
+
 def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
     """A tiny sweep through the CLI (seed=0,1,2 of beta 0, 0.1: 6 runs), then one run failed,
     one deleted, one turned into a checkpoint and one locked. The override
