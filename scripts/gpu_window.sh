@@ -83,13 +83,12 @@ $PY -c "import kanx, hydra, omegaconf, pymoo" >>"$LOG" 2>&1 || { say "kanx or it
 # tree before every call and removes files git does not ignore that the tree here lacks, records
 # included, so each call keeps a copy of what it packed in $KEEP (.window/, git-ignored, so kept).
 TAR_ROOT=.; [[ $RESULTS = /* ]] && TAR_ROOT=/  # tar stores an absolute RESULTS without its leading /
-if compgen -G "$KEEP/records-*.tgz" >/dev/null; then
-  for f in "$KEEP"/records-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --skip-old-files 2>>"$LOG"; done
-  say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier call's in $KEEP, and the tree's)"
-fi
-if compgen -G "$KEEP/curves-*.tgz" >/dev/null; then  # an earlier call's curves extend the tree's: they win
-  for f in "$KEEP"/curves-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" --overwrite 2>>"$LOG"; done
-fi
+restore_kept() {  # restore_kept NAME TAR-OPTION: every earlier call's NAME archive, oldest first; false if none
+  compgen -G "$KEEP/$1-*.tgz" >/dev/null || return 1
+  for f in "$KEEP/$1"-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" "$2" 2>>"$LOG"; done
+}
+restore_kept records --skip-old-files && say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier call's in $KEEP, and the tree's)"
+restore_kept curves --overwrite  # an earlier call's curves extend the tree's: they win
 
 # Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/),
 # stored relative to this checkout: only for a results root inside it (not a dry run's /tmp root).
@@ -154,12 +153,15 @@ fi
 # 5. Pack what this window wrote: records first, then checkpoints, then the training curves
 #    (metrics.csv: a resumed run keeps the rows it had, so the newest file is the whole curve)
 #    while they fit (8 files, 64 MiB).
-find "$RESULTS" -newer "$MARK" \( -name record.json -o -name done -o -path "*/logs/*" \) -type f -print0 | tar czf "$OUT/records.tgz" --null -T -
-find "$RESULTS" -newer "$MARK" -name checkpoint.pt -print0 | tar czf "$OUT/checkpoints.tgz" --null -T -
-find "$RESULTS" -newer "$MARK" -name metrics.csv -print0 | tar czf "$OUT/curves.tgz" --null -T -
-n_rec=$(find "$RESULTS" -newer "$MARK" -name record.json | wc -l)
-n_ckpt=$(find "$RESULTS" -newer "$MARK" -name checkpoint.pt | wc -l)
-n_curves=$(find "$RESULTS" -newer "$MARK" -name metrics.csv | wc -l)
+pack() {  # pack NAME COUNTED FIND-TESTS...: this window's files that match -> $OUT/NAME.tgz; prints how many are named COUNTED
+  local list; list=$(mktemp)
+  find "$RESULTS" -newer "$MARK" -type f \( "${@:3}" \) -print0 >"$list"
+  tar czf "$OUT/$1.tgz" --null -T "$list"
+  grep -zc "/$2\$" "$list"; rm -f "$list"
+}
+n_rec=$(pack records record.json -name record.json -o -name done -o -path "*/logs/*")
+n_ckpt=$(pack checkpoints checkpoint.pt -name checkpoint.pt)
+n_curves=$(pack curves metrics.csv -name metrics.csv)
 room=$(( 60 * 1024 * 1024 - $(stat -c %s "$OUT/records.tgz") ))  # 64 MiB come back, the log and bench beside
 if [ "$(stat -c %s "$OUT/checkpoints.tgz")" -gt "$room" ]; then
   say "checkpoints.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out ($n_ckpt unfinished runs start over)"; rm "$OUT/checkpoints.tgz"
@@ -167,8 +169,10 @@ else room=$(( room - $(stat -c %s "$OUT/checkpoints.tgz") )); fi
 if [ "$(stat -c %s "$OUT/curves.tgz")" -gt "$room" ]; then
   say "curves.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out (these runs' metrics.csv miss this window's rows)"; rm "$OUT/curves.tgz"
 fi
-mkdir -p "$KEEP" && cp "$OUT/records.tgz" "$KEEP/records-$START.tgz"  # for a later call here
-[ -f "$OUT/curves.tgz" ] && cp "$OUT/curves.tgz" "$KEEP/curves-$START.tgz"
+mkdir -p "$KEEP"
+for name in records curves; do  # for a later call here (restore_kept)
+  [ -f "$OUT/$name.tgz" ] && cp "$OUT/$name.tgz" "$KEEP/$name-$START.tgz"
+done
 for f in records.tgz checkpoints.tgz curves.tgz; do
   [ -f "$OUT/$f" ] && [ "$(stat -c %s "$OUT/$f")" -gt $(( 15 * 1024 * 1024 )) ] && split -b 15m -d "$OUT/$f" "$OUT/$f.part" && rm "$OUT/$f"
 done

@@ -25,7 +25,7 @@ from kanx.analyze.aggregate import ungated_structure_check
 from kanx.analyze.labels import GATED, UNGATED
 from kanx.confdir import conf_dir
 from kanx.config import ADDED_LATER
-from kanx.vocab import CONDITIONS, PAPER_DATASETS
+from kanx.vocab import CONDITIONS, NGUYEN_PROBLEMS, PAPER_DATASETS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,10 +138,9 @@ def families_part(results: Path) -> list[str]:
         few = [f"{d} ({n})" for d, n in seeds.items() if n < 10]
         if few:
             caveat += [f"Seeds per dataset below the protocol's 10, so medians over fewer: {', '.join(few)}.", ""]
-        problems = [d for d in PAPER_DATASETS if d.startswith("nguyen_")]
-        nguyen = [d for d in problems if d in seeds.index]
-        if 0 < len(nguyen) < len(problems):
-            caveat += [f"Nguyen: the column averages the problems with records, {len(nguyen)} of {len(problems)} ({', '.join(nguyen)}).", ""]
+        nguyen = [d for d in NGUYEN_PROBLEMS if d in seeds.index]
+        if 0 < len(nguyen) < len(NGUYEN_PROBLEMS):
+            caveat += [f"Nguyen: the column averages the problems with records, {len(nguyen)} of {len(NGUYEN_PROBLEMS)} ({', '.join(nguyen)}).", ""]
         lines += ["## Normalized hypervolume (the paper's layout)", "", *caveat, hv.read_text(), ""]
     for d in others:
         table = analysis / "tables" / f"absolute_{d}.md"

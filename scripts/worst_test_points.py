@@ -44,9 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         gates = run.model.inference_gates(run.gate_estimator)
         train_in = [h[0] for h in run.model.stage_inputs(scaled(ds.x_train), gates)]
         test_in = [h[0] for h in run.model.stage_inputs(scaled(ds.x_test), gates)]
+    outside = [beyond(tr, te) for tr, te in zip(train_in, test_in, strict=True)]  # per stage, every test sample
     for rank, i in enumerate(worst.tolist(), 1):
         rest = torch.cat([sq[:i], sq[i + 1 :]]).mean().sqrt()
-        stages = ", ".join(f"{beyond(tr, te[i : i + 1]).item():.3g}" for tr, te in zip(train_in, test_in, strict=True))
+        stages = ", ".join(f"{o[i].item():.3g}" for o in outside)
         print(f"#{rank}: sample {i}, target {ds.y_test.reshape(-1)[i]:.4g}, predicted {pred[i]:.4g}: "
               f"{sq[i] / sq.sum():.0%} of the squared error (RMSE without it {rest:.4g}); "
               f"beyond the training range of each stage's inputs (scaled units, stage 0 = the data): {stages}")
