@@ -81,6 +81,24 @@ def _rows_before(path: Path, epoch: int) -> list[dict]:
     return [r for r in rows if r["epoch"] <= epoch]
 
 
+def splice(earlier: Path, later: Path) -> int:
+    """Extend the curve at ``earlier`` by the curve at ``later`` of the same run, written by a
+    process that resumed it without ``earlier`` at hand (a GPU window, whose tree leaves the curves
+    behind): ``earlier``'s rows before ``later``'s first epoch, then all of ``later``'s, as a resume
+    with both present would have written them. Returns the number of rows written."""
+    with open(later, newline="") as f:
+        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    if not rows:
+        return 0
+    kept = [r for r in _rows_before(Path(earlier), rows[0]["epoch"]) if r["epoch"] < rows[0]["epoch"]]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(kept + rows)
+    records.atomic_write_bytes(Path(earlier), buf.getvalue().encode())
+    return len(kept) + len(rows)
+
+
 def _number(text: str):
     try:
         value = float(text)
@@ -95,3 +113,29 @@ def read_history(run_dir: str | Path):
 
     path = Path(run_dir) / METRICS
     return pd.read_csv(path) if path.exists() else None
+
+
+def main(argv=None) -> int:
+    """python -m kanx.curves splice LATER_ROOT [ROOT]: splice every metrics.csv under LATER_ROOT
+    into the same relative path under ROOT (default: the current directory); see ``splice``."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m kanx.curves", description=main.__doc__)
+    p.add_argument("command", choices=["splice"])
+    p.add_argument("later_root", type=Path)
+    p.add_argument("root", type=Path, nargs="?", default=Path("."))
+    a = p.parse_args(argv)
+    if not a.later_root.is_dir():
+        p.error(f"later_root {a.later_root} is not a folder")
+    n = 0
+    for later in sorted(a.later_root.rglob(METRICS)):
+        target = a.root / later.relative_to(a.later_root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        splice(target, later)
+        n += 1
+    print(f"spliced {n} training curves from {a.later_root} into {a.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

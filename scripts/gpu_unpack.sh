@@ -4,19 +4,26 @@
 # Records (record.json + done) land under the results root they were written to (e.g.
 # results/paper/<dataset>/...), next to the checkpoints of runs the window did not finish,
 # so `make reproduce-tables` here (or the next window) skips the finished runs and resumes
-# the others. A record that already exists here is kept (tar --skip-old-files); checkpoints and
-# training curves (metrics.csv) replace older ones; the checkpoints are packed into .ckpt/ for the
-# next window to carry (the curves, not ignored by git, travel with the working tree).
+# the others. What gpu_prepare.sh set aside to keep the travelling tree small comes back first
+# (scripts/gpu_stash.sh back). A record that already exists here is kept (tar --skip-old-files);
+# checkpoints replace older ones and are packed into .ckpt/ for the next window to carry; the
+# window's training curves start where it resumed each run, so they are spliced onto the rows
+# here (python -m kanx.curves splice).
 set -euo pipefail
-DIR=${1:?usage: scripts/gpu_unpack.sh DIR}
+DIR=$(cd "${1:?usage: scripts/gpu_unpack.sh DIR}" && pwd)
 cd "$(dirname "$0")/.."
-unpack() {  # unpack NAME TAR-OPTION: the archive, whole or in parts
-  if compgen -G "$DIR/$1.tgz.part*" >/dev/null; then cat "$DIR/$1.tgz.part"* | tar xzf - "$2"
-  elif [ -f "$DIR/$1.tgz" ]; then tar xzf "$DIR/$1.tgz" "$2"; fi
+unpack() {  # unpack NAME TAR-OPTION [INTO]: the archive, whole or in parts, into INTO (default .)
+  if compgen -G "$DIR/$1.tgz.part*" >/dev/null; then cat "$DIR/$1.tgz.part"* | tar xzf - -C "${3:-.}" "$2"
+  elif [ -f "$DIR/$1.tgz" ]; then tar xzf "$DIR/$1.tgz" -C "${3:-.}" "$2"; fi
 }
+PY=${PYTHON:-.venv/bin/python}
+bash scripts/gpu_stash.sh back    # what gpu_prepare.sh set aside
 unpack records --skip-old-files   # a record already here is kept
 unpack checkpoints --overwrite    # a later window's checkpoint replaces an earlier one
-unpack curves --overwrite         # metrics.csv: a resumed run keeps its earlier rows, so the window's is the whole curve
+returned=$(mktemp -d)
+unpack curves --overwrite "$returned"
+$PY -m kanx.curves splice "$returned" .   # the window's rows after the earlier rows here
+rm -rf "$returned"
 bash scripts/gpu_checkpoints.sh   # every unfinished run's checkpoint -> .ckpt/ for the next window
 [ -f "$DIR/window.log" ] && grep '^\[window' "$DIR/window.log"
 echo "unpacked; python -m kanx.status results/paper shows what is done"

@@ -90,3 +90,47 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
     assert beta_onset(read_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
     assert beta_onset(read_history(configs[-1][1])) is None  # Baseline: beta stays 0
+
+
+def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monkeypatch):
+    """A GPU window resumes runs without their metrics.csv (scripts/gpu_stash.sh leaves the curves
+    behind) and returns rows from its resume on; `python -m kanx.curves splice` puts them after
+    the earlier rows here, giving the curve of an uninterrupted run."""
+    import shutil
+
+    import pytest
+
+    from kanx.curves import main as curves_main
+    from kanx.runner import run_jobs
+    from kanx.trainer import Trainer
+
+    configs = run_dirs(tmp_path / "here", "E", betas="0.1")
+    for c, _ in configs:
+        c.train.checkpoint_every = 6
+    run_epoch = Trainer.run_epoch
+
+    def interrupted(self):
+        if self.epoch == 8:
+            raise KeyboardInterrupt
+        return run_epoch(self)
+
+    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs(configs)
+    run_dir = configs[0][1]
+    earlier = run_dir / "metrics.csv"
+    kept = tmp_path / "kept.csv"
+    shutil.move(earlier, kept)  # the window's tree has no curve for this run
+    monkeypatch.setattr(Trainer, "run_epoch", run_epoch)
+    run_jobs(configs)
+    window_rows = pd.read_csv(earlier)
+    assert list(window_rows["epoch"]) == [8, 10, 12]  # only what the resumed process trained
+    later_root = tmp_path / "returned"
+    (later_root / run_dir.relative_to(tmp_path / "here")).mkdir(parents=True)
+    shutil.move(earlier, later_root / run_dir.relative_to(tmp_path / "here") / "metrics.csv")
+    shutil.move(kept, earlier)
+    assert curves_main(["splice", str(later_root), str(tmp_path / "here")]) == 0
+    spliced = pd.read_csv(earlier)
+    assert run_plan(run_dirs(tmp_path / "straight", "E", betas="0.1")) == 0
+    straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv")))
+    pd.testing.assert_frame_equal(spliced.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))

@@ -48,3 +48,45 @@ def test_a_second_call_keeps_the_first_calls_records_and_curves(tmp_path):
     assert "restored 26 finished runs" in second.stdout
     assert "nguyen_f1@0: exit 0" in second.stdout and "0 runs finished in this window so far" in second.stdout
     assert len(list((tmp_path / "results").rglob("metrics.csv"))) == 26
+
+
+def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_path):
+    """scripts/gpu_stash.sh: `out` sets aside every file under results/ a window does not read
+    (other results roots, curves, analysis, logs) so the tree fits the device tool's 64 MiB;
+    `back` restores them, keeping a curve the window returned meanwhile."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_stash.sh", repo / "scripts")
+    files = {
+        "results/paper/d/E/default/beta=0.1,seed=0/record.json": "{}", "results/paper/d/E/default/beta=0.1,seed=0/done": "x",
+        "results/paper/d/E/default/beta=0.1,seed=0/metrics.csv": "epoch\n1\n",
+        "results/paper/d/E/default/beta=0.1,seed=1/metrics.csv": "epoch\n1\n",  # an unfinished run's curve
+        "results/paper/analysis/report.md": "r", "results/paper/logs/pack.log": "l",
+        "results/calibration/x/record.json": "{}", "kanx/__init__.py": "",
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    (repo / ".gitignore").write_text("/.stash/\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "t"], cwd=repo, check=True)
+
+    out = subprocess.run(["bash", "scripts/gpu_stash.sh", "out"], cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "set aside 5 files" in out.stdout and "MiB of 64" in out.stdout
+    left = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and ".stash" not in p.parts}
+    assert left == {"results/paper/d/E/default/beta=0.1,seed=0/record.json", "results/paper/d/E/default/beta=0.1,seed=0/done",
+                    "kanx/__init__.py", "scripts/gpu_stash.sh", ".gitignore"}
+
+    returned = repo / "results/paper/d/E/default/beta=0.1,seed=1/metrics.csv"
+    returned.write_text("epoch\n1\n2\n")  # the window's curve, unpacked before `back`
+    back = subprocess.run(["bash", "scripts/gpu_stash.sh", "back"], cwd=repo, capture_output=True, text=True)
+    assert back.returncode == 0 and "restored 5 files" in back.stdout, back.stderr
+    assert returned.read_text() == "epoch\n1\n2\n"
+    status = subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout.split("\n")
+    assert [s for s in status if s] == [" M results/paper/d/E/default/beta=0.1,seed=1/metrics.csv"]
+    assert not (repo / ".stash").exists()
