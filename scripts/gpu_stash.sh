@@ -4,8 +4,8 @@
 #   bash scripts/gpu_stash.sh out    # called by gpu_prepare.sh
 #   bash scripts/gpu_stash.sh back   # called by gpu_unpack.sh; safe to run at any time
 # `out` moves into .stash/ (git-ignored, so it stays here) every file under results/ that a window
-# does not read: other results roots (calibration, earlier protocols), results/paper's analysis and
-# logs, and every training curve (metrics.csv: ~22 KB a run at 10,000 epochs, 40 MB for Nguyen's
+# does not read: other results roots (calibration, earlier protocols), analyses and logs under
+# results/paper, and every training curve (metrics.csv: ~22 KB a run at 10,000 epochs, 40 MB for Nguyen's
 # seeds 3-9 alone). What stays: each run's record.json and done marker under results/paper, by which
 # the window skips finished runs. A run the window resumes without its curve writes rows from its
 # checkpoint on, and gpu_unpack.sh splices those onto the rows here (python -m kanx.curves splice).
@@ -25,7 +25,7 @@ case "${1:-}" in
     list=$(mktemp)
     git ls-files -co --exclude-standard results | awk '
       $0 !~ /^results\/paper\// { print; next }                                   # another results root
-      $0 ~ /\/metrics\.csv$/ || $0 ~ /^results\/paper\/(analysis|logs)\// { print }' >"$list"
+      $0 ~ /\/metrics\.csv$/ || $0 ~ /^results\/paper\/([^\/]+\/)?(analysis|logs)\// { print }' >"$list"
     if [ -s "$list" ]; then
       mkdir -p "$STASH"
       tar -cf - -T "$list" | tar -C "$STASH" -xf -

@@ -63,7 +63,7 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
         "results/paper/d/E/default/beta=0.1,seed=0/record.json": "{}", "results/paper/d/E/default/beta=0.1,seed=0/done": "x",
         "results/paper/d/E/default/beta=0.1,seed=0/metrics.csv": "epoch\n1\n",
         "results/paper/d/E/default/beta=0.1,seed=1/metrics.csv": "epoch\n1\n",  # an unfinished run's curve
-        "results/paper/analysis/report.md": "r", "results/paper/logs/pack.log": "l",
+        "results/paper/analysis/report.md": "r", "results/paper/logs/pack.log": "l", "results/paper/d/analysis/report.md": "r",
         "results/calibration/x/record.json": "{}", "kanx/__init__.py": "",
     }
     for name, text in files.items():
@@ -77,7 +77,7 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
 
     out = subprocess.run(["bash", "scripts/gpu_stash.sh", "out"], cwd=repo, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "set aside 5 files" in out.stdout and "MiB of 64" in out.stdout
+    assert "set aside 6 files" in out.stdout and "MiB of 64" in out.stdout
     left = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and ".stash" not in p.parts}
     assert left == {"results/paper/d/E/default/beta=0.1,seed=0/record.json", "results/paper/d/E/default/beta=0.1,seed=0/done",
                     "kanx/__init__.py", "scripts/gpu_stash.sh", ".gitignore"}
@@ -85,7 +85,7 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
     returned = repo / "results/paper/d/E/default/beta=0.1,seed=1/metrics.csv"
     returned.write_text("epoch\n1\n2\n")  # the window's curve, unpacked before `back`
     back = subprocess.run(["bash", "scripts/gpu_stash.sh", "back"], cwd=repo, capture_output=True, text=True)
-    assert back.returncode == 0 and "restored 5 files" in back.stdout, back.stderr
+    assert back.returncode == 0 and "restored 6 files" in back.stdout, back.stderr
     assert returned.read_text() == "epoch\n1\n2\n"
     status = subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout.split("\n")
     assert [s for s in status if s] == [" M results/paper/d/E/default/beta=0.1,seed=1/metrics.csv"]
