@@ -7,6 +7,7 @@ job at a time), kanx's packing launcher and the SLURM launcher (one pack per arr
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import math
@@ -280,11 +281,20 @@ class Checkpointer:
 
 
 def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
-    where = _where(trainer.device)
+    where, pack = _where(trainer.device), _pack_facts(jobs, trainer)
     for m, job in enumerate(jobs):
         _save_torch(job.run_dir / records.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"],
                                                        "history": _segments(job, where, state["epoch"], state["train_seconds"] - trainer.resumed_train_seconds),
-                                                       "state": trainer.member_slice(state, m)})
+                                                       "pack": pack, "state": trainer.member_slice(state, m)})
+
+
+def _pack_facts(jobs: Sequence[Job], trainer: Trainer) -> dict:
+    """What kanx.status needs to time a pack before any of its runs has a record (a mixed pack's
+    sweeps have no multirun.yaml either): which pack (an id shared by its members' checkpoints, so
+    a pack spanning several sweeps is counted once), its epochs, batches per epoch and size."""
+    names = "\n".join(sorted(str(job.run_dir.resolve()) for job in jobs))
+    return {"id": hashlib.sha1(names.encode()).hexdigest()[:12], "epochs": trainer.train_cfg.epochs,
+            "batches": math.ceil(trainer.x.shape[1] / trainer.train_cfg.batch_size), "members": len(jobs)}
 
 
 def _where(device: torch.device) -> dict:

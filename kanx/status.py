@@ -23,10 +23,12 @@ ETA: the steps left (epochs left x batches per epoch, one pack of up to train.pa
 at a time, a checkpointed run from its epoch) at the median pack step rate of the sweep's
 records (timing.steps_per_s; else of the same dataset and condition elsewhere in the root;
 else, for a sweep still running, the rate of the stretch its checkpoints' last segment says
-the running process has trained so far), sweeps one after another. Failed runs count as
-left: the next invocation retries them.
+the running process has trained so far), sweeps one after another. Epochs, batches per epoch
+and pack size come from a record, else the multirun.yaml, else a checkpoint's pack facts (a mixed
+pack's sweeps have no multirun.yaml). A pack spanning several sweeps counts once in the total.
+Failed runs count as left: the next invocation retries them.
 
-Reads only files; imports torch only to read a checkpoint (its epoch and last stretch).
+Reads only files; imports torch only to read a checkpoint (its epoch, last stretch and pack).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class Run:
     epoch: int | None = None  # of the checkpoint, where there is one
     path: Path | None = None
     stretch: tuple[int, float] | None = None  # (epochs, seconds) of the checkpoint's last stretch, where it says
+    pack: dict | None = None  # the checkpoint's pack facts (id, epochs, batches, members), where it says
 
 
 @dataclass
@@ -78,6 +81,8 @@ class Sweep:
     runs: list[Run]
     expected_from: str  # "multirun.yaml", "record config" or "runs on disk"
     eta_s: float | None = None
+    pack_eta_s: dict = field(default_factory=dict, repr=False)  # pack id -> seconds left, for runs whose checkpoints name their pack
+    other_eta_s: float | None = field(default=None, repr=False)  # seconds left for the rest of its runs
     counts: dict = field(default_factory=dict)
     records: list = field(default_factory=list, repr=False)  # the finished runs' records
     multirun: Path | None = field(default=None, repr=False)  # the multirun.yaml of its jobs
@@ -93,37 +98,42 @@ class Sweep:
 # ---------------------------------------------------------------------------- reading
 
 
-def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None]:
-    """The epoch a checkpoint holds and (epochs, training seconds) of its last stretch, where
-    the checkpoint says (stretches written since 2026-11-27 carry their seconds); None for
-    what cannot be read."""
+def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None, dict | None]:
+    """The epoch a checkpoint holds, (epochs, training seconds) of its last stretch, and its pack
+    facts (id, epochs, batches, members), where the checkpoint says (stretch seconds since
+    2026-11-27, pack facts since 2026-11-27 06:30 UTC); None for what cannot be read."""
     import torch  # only here: the rest of the status reads JSON and YAML
 
     try:
         ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True)
         epoch = int(ckpt["epoch"])
     except Exception:
-        return None, None
+        return None, None, None
     try:
         last = ckpt["history"][-1]
         stretch = (int(last["epochs"][1]) - int(last["epochs"][0]), float(last["train_s"]))
     except Exception:
         stretch = None
-    return epoch, stretch
+    try:
+        p = ckpt["pack"]
+        pack = {"id": str(p["id"]), "epochs": int(p["epochs"]), "batches": int(p["batches"]), "members": int(p["members"])}
+    except Exception:
+        pack = None
+    return epoch, stretch, pack
 
 
-def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, float] | None]:
-    """(state, checkpoint epoch, record, the checkpoint's last stretch (``read_checkpoint``)) of one run folder."""
+def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, float] | None, dict | None]:
+    """(state, checkpoint epoch, record, the checkpoint's last stretch and pack facts (``read_checkpoint``)) of one run folder."""
     state = read_state(run_dir)
     if state.status in ("done", "failed"):
-        return str(state.record.get("status", "ok")), None, state.record, None
+        return str(state.record.get("status", "ok")), None, state.record, None, None
     has_checkpoint = (run_dir / CHECKPOINT).exists()
-    epoch, stretch = read_checkpoint(run_dir) if has_checkpoint else (None, None)
+    epoch, stretch, pack = read_checkpoint(run_dir) if has_checkpoint else (None, None, None)
     if (run_dir / LOCK).exists():
-        return "running", epoch, None, stretch
+        return "running", epoch, None, stretch, pack
     if has_checkpoint:
-        return "checkpointed", epoch, None, stretch
-    return "missing", None, None, None
+        return "checkpointed", epoch, None, stretch, pack
+    return "missing", None, None, None, None
 
 
 def find_sweeps(root: Path) -> dict[Path, list[Path]]:
@@ -219,8 +229,9 @@ def expected_grid(plan: Multirun | None, records: list[dict]) -> tuple[set[tuple
 # ---------------------------------------------------------------------------- ETA
 
 
-def _protocol(records: list[dict], multirun: Path | None) -> tuple[int, int, int] | None:
-    """(epochs, batches per epoch, pack size) from a record, else from the multirun.yaml."""
+def _protocol(records: list[dict], multirun: Path | None, runs: Iterable[Run] = ()) -> tuple[int, int, int] | None:
+    """(epochs, batches per epoch, pack size) from a record, else from the multirun.yaml, else from
+    a checkpoint's pack facts (a mixed pack's sweeps have neither before their first record)."""
     for record in records:
         train = (record.get("config") or {}).get("train") or {}
         try:
@@ -232,7 +243,11 @@ def _protocol(records: list[dict], multirun: Path | None) -> tuple[int, int, int
         train = cfg["train"]
         return int(train["epochs"]), math.ceil(int(cfg["dataset"]["n_train"]) / int(train["batch_size"])), int(train.get("pack_size") or 70)
     except Exception:
-        return None
+        pass
+    for run in runs:
+        if run.pack:
+            return run.pack["epochs"], run.pack["batches"], run.pack["members"]
+    return None
 
 
 def _rate(records: Iterable[dict]) -> float | None:
@@ -294,7 +309,7 @@ def collect(root: str | Path) -> list[Sweep]:
     for sweep_dir, run_dirs in sweeps.items():
         runs, records = [], []
         for run_dir in sorted(run_dirs):
-            state, epoch, record, stretch = run_state(run_dir)
+            state, epoch, record, stretch, pack = run_state(run_dir)
             if record is not None:
                 records.append(record)
                 beta, seed = record.get("beta"), record.get("seed")
@@ -302,7 +317,7 @@ def collect(root: str | Path) -> list[Sweep]:
                 m = _RUN_DIR.fullmatch(run_dir.name)
                 beta, seed = (m["beta"], m["seed"]) if m else (None, None)
             try:
-                runs.append(Run(canonical_beta(beta or 0.0), int(seed), state, epoch, run_dir, stretch))
+                runs.append(Run(canonical_beta(beta or 0.0), int(seed), state, epoch, run_dir, stretch, pack))
             except (TypeError, ValueError):
                 continue  # a folder that names no run
         rel = sweep_dir.relative_to(root).as_posix() if sweep_dir != root else "."
@@ -325,13 +340,17 @@ def collect(root: str | Path) -> list[Sweep]:
                            multirun=plans[sweep_dir].source if sweep_dir in plans else None))
 
     for sweep in found:
-        protocol = _protocol(sweep.records, sweep.multirun)
+        protocol = _protocol(sweep.records, sweep.multirun, sweep.runs)
         rate = _rate(sweep.records)
         if rate is None:  # the same dataset and condition elsewhere (another tag)
             rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition) for r in s.records)
         if rate is None:  # still running, no record yet: the running process's own pace
             rate = running_rate(sweep.runs, protocol)
         sweep.eta_s = eta_seconds(sweep.runs, protocol, rate)
+        in_packs = [r for r in sweep.runs if r.state in ("checkpointed", "running") and r.pack and r.epoch is not None]
+        sweep.other_eta_s = eta_seconds([r for r in sweep.runs if not any(r is q for q in in_packs)], protocol, rate)
+        for r in in_packs:  # each named pack once: (its epochs - the epoch its checkpoints hold) x batches
+            sweep.pack_eta_s[r.pack["id"]] = None if rate is None else max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"] / rate
     rank = {c: i for i, c in enumerate(CONDITIONS)}
     return sorted(found, key=lambda s: (dataset_rank(s.dataset), rank.get(s.condition, len(rank)), s.condition, s.path))
 
@@ -361,6 +380,22 @@ def _checkpointed(runs: list[Run], state: str) -> str:
     return f"{len(mine)}@{at}"
 
 
+def total_eta(sweeps: list[Sweep]) -> float | None:
+    """Seconds to train every run left, packs one after another: each sweep's runs outside a named
+    pack, plus every named pack once however many sweeps it spans (the slowest estimate of it)."""
+    packs: dict[str, float | None] = {}
+    other = 0.0
+    for s in sweeps:
+        if s.other_eta_s is None:
+            return None
+        other += s.other_eta_s
+        for pack_id, seconds in s.pack_eta_s.items():
+            if seconds is None:
+                return None
+            packs[pack_id] = max(packs.get(pack_id, 0.0), seconds)
+    return other + sum(packs.values())
+
+
 def format_table(sweeps: list[Sweep]) -> str:
     header = ["sweep", "expected", "ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing", "ETA", "expected from"]
     rows = []
@@ -369,12 +404,12 @@ def format_table(sweeps: list[Sweep]) -> str:
         rows.append([s.path, str(len(s.runs)), str(c["ok"]), str(c["collapsed"]), str(c["diverged"]), str(c["failed"]),
                      _checkpointed(s.runs, "running"), _checkpointed(s.runs, "checkpointed"), str(c["missing"]), duration(s.eta_s), s.expected_from])
     total = {k: sum(s.counts[k] for s in sweeps) for k in STATES}
-    etas = [s.eta_s for s in sweeps]
-    eta = None if any(e is None for e in etas) else sum(etas)
-    unknown = sum(e is None for e in etas)
+    eta = total_eta(sweeps)
+    unknown = sum(s.eta_s is None for s in sweeps)
     rows.append(["all", str(sum(len(s.runs) for s in sweeps)), *(str(total[k]) for k in STATES[:-1]), str(total["missing"]), duration(eta), ""])
     notes = ["running / checkpointed: n@epoch (the epochs their checkpoints hold)",
-             "ETA: the runs left (failed ones are retried) at the recorded pack step rate (or, before any record, the running process's own), sweeps one after another"]
+             "ETA: the runs left (failed ones are retried) at the recorded pack step rate (or, before any record, the running process's own), "
+             "sweeps one after another; a pack shared by several sweeps (mixed packs) counts once in the total"]
     if unknown:
         notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s) nor a running process whose checkpoints say its pace")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

@@ -93,7 +93,7 @@ def test_a_running_sweep_without_records_has_an_eta_from_its_own_stretch(tmp_pat
 
     stretch_checkpoint(tmp_path / "a", (200, 300), 20.0, lock=True)
     stretch_checkpoint(tmp_path / "b", (200, 300), 1.0, lock=False)
-    assert read_checkpoint(tmp_path / "a") == (300, (100, 20.0))
+    assert read_checkpoint(tmp_path / "a") == (300, (100, 20.0), None)
     runs = [Run(0.0, 0, "running", 300, tmp_path / "a", (100, 20.0)), Run(0.0, 1, "checkpointed", 300, tmp_path / "b", (100, 1.0)),
             Run(0.0, 2, "missing")]
     rate = running_rate(runs, (1000, 10, 70))  # 100 epochs x 10 batches in 20 s
@@ -101,7 +101,7 @@ def test_a_running_sweep_without_records_has_an_eta_from_its_own_stretch(tmp_pat
     assert eta_seconds(runs, (1000, 10, 70), rate) == pytest.approx((700 * 10 + 1000 * 10) / 50.0)
     assert running_rate([Run(0.0, 1, "checkpointed", 300, None, (100, 1.0))], (1000, 10, 70)) is None
     write_run(tmp_path / "c", None, epoch=5, lock=True)  # a checkpoint from before stretches had seconds
-    assert read_checkpoint(tmp_path / "c") == (5, None)
+    assert read_checkpoint(tmp_path / "c") == (5, None, None)
 
 
 def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
@@ -134,3 +134,45 @@ def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
     assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "multirun.yaml")
     assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "checkpointed": 1, "missing": 1}
     assert s.eta_s is not None and s.eta_s > 0  # from the records' own step rate
+
+
+def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(tmp_path, monkeypatch):
+    """A pack spanning two sweeps (E and Baseline), stopped at its epoch-6 checkpoint: its
+    sweeps have no record and no multirun.yaml, so the protocol comes from the checkpoints' pack
+    facts; while it runs (lock held) each sweep's ETA is the pack's time left, and the total
+    counts the pack once, not once per sweep."""
+    from helpers import TOY
+
+    from kanx.plan import sweep_jobs
+    from kanx.runner import run_jobs
+    from kanx.status import total_eta
+    from kanx.trainer import Trainer
+
+    args = [f"results_root={tmp_path}", "seed=0", "train.epochs=20", "train.warmup=4", "train.fc_warmup=2", *TOY]
+    configs = sweep_jobs("sin_xy2", "E", [*args, "beta=0.0,0.1"]) + sweep_jobs("sin_xy2", "baseline", [*args, "beta=0.0"])
+    for c, _ in configs:
+        c.train.checkpoint_every = 6
+    run_epoch = Trainer.run_epoch
+
+    def interrupted(self):
+        if self.epoch == 8:
+            raise KeyboardInterrupt
+        return run_epoch(self)
+
+    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs(configs, group="all")
+    for _, run_dir in configs:
+        assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "record.json").exists()
+        (run_dir / "lock").write_text("")  # as while the pack trains on
+
+    sweeps = collect(tmp_path)
+    assert sorted(s.condition for s in sweeps) == ["Baseline", "E"]
+    batches = 128 // 32
+    for s in sweeps:
+        assert s.counts["running"] == len(s.runs) and s.expected_from == "runs on disk"
+        assert s.eta_s is not None and s.eta_s > 0
+        rate = (6 * batches) / next(r.stretch[1] for r in s.runs)  # the pack's own pace: 6 epochs in its stretch's seconds
+        assert s.eta_s == pytest.approx((20 - 6) * batches / rate, rel=1e-6)
+    assert total_eta(sweeps) == pytest.approx(max(s.eta_s for s in sweeps), rel=1e-6)  # one pack, counted once
+    assert total_eta(sweeps) < sum(s.eta_s for s in sweeps)
