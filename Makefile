@@ -66,7 +66,7 @@ analyze: install ## Analysis only: python -m kanx.analyze $(RESULTS) (default ou
 docs-calibration: install ## docs/CALIBRATION.md from the records under results/calibration
 	$(PY) scripts/calibrate.py report
 
-docs-reproduction: install ## docs/REPRODUCTION.md from results/paper-refit256/concrete and the published values
+docs-reproduction: install ## docs/REPRODUCTION.md: Concrete (results/paper-refit256, results/paper) vs the published values, and the other families
 	$(PY) scripts/reproduction_doc.py
 
 bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra); BASELINE=REV also times kanx of commit REV

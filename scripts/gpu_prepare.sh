@@ -6,7 +6,7 @@
 # data (Concrete, Superconductor) from ../shared/data into .data/, and the checkpoints of unfinished
 # runs into .ckpt/ (scripts/gpu_checkpoints.sh). The folders are git-ignored
 # and travel with the device tool's `carry: [".whl", ".data", ".ckpt"]`.
-# Only training's imports come as wheels (hydra-core, omegaconf, antlr4: 0.5 MB): a window runs no
+# Only training's imports come as wheels (hydra-core, omegaconf, antlr4: 0.4 MB): a window runs no
 # analysis (--no-analysis), so pymoo and its dependencies (6.7 MB) stay here, leaving that room
 # under the device tool's 64 MiB to the checkpoints.
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU window, as one command: the CUDA tests, the full-scale reproduction of the paper's
-# families (KANX_WINDOW_PHASES: the Concrete rerun, then Nguyen seeds 3 to 9, by default) until the
+# families (KANX_WINDOW_PHASES: Nguyen seeds 3 to 9 by default) until the
 # time runs out, then `make bench-paper` if time is left; then the finished
 # records (JSON, no weights) and the checkpoints of unfinished runs are packed into $OUT for
 # `scripts/gpu_unpack.sh` on the machine the results are committed from.
