@@ -85,3 +85,23 @@ def train_run(run_dir: Path, *overrides) -> Path:
     (through kanx.runner, as the CLI)."""
     run_jobs([(composed(*overrides), run_dir)])
     return run_dir
+
+
+def run_until_interrupted(configs, epoch: int, monkeypatch, checkpoint_every: int = 6, **run_kw) -> None:
+    """Train ``configs`` (kanx.runner.run_jobs) and stop them as a Ctrl-C would when a pack reaches
+    ``epoch``, after the checkpoints every ``checkpoint_every`` epochs; a later run_jobs resumes."""
+    import pytest
+
+    for c, _ in configs:
+        c.train.checkpoint_every = checkpoint_every
+    run_epoch = Trainer.run_epoch
+
+    def interrupted(self):
+        if self.epoch == epoch:
+            raise KeyboardInterrupt
+        return run_epoch(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "run_epoch", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_jobs(configs, **run_kw)

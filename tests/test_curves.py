@@ -2,7 +2,7 @@
 kanx.load_run(...).history."""
 
 import pandas as pd
-from helpers import TOY
+from helpers import TOY, run_until_interrupted
 
 import kanx
 from kanx.plan import run_plan, sweep_jobs
@@ -31,28 +31,12 @@ def test_metrics_csv_has_the_curves_of_every_member(tmp_path):
 
 
 def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
-    import pytest
-
     from kanx.runner import run_jobs
-    from kanx.trainer import Trainer
 
     configs = run_dirs(tmp_path, "E", betas="0.1")
-    configs = [(c, d) for c, d in configs]
-    for c, _ in configs:
-        c.train.checkpoint_every = 6
-    run_epoch = Trainer.run_epoch
-
-    def interrupted(self):
-        if self.epoch == 8:
-            raise KeyboardInterrupt
-        return run_epoch(self)
-
-    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        run_jobs(configs)
+    run_until_interrupted(configs, 8, monkeypatch)
     run_dir = configs[0][1]
     assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6]  # flushed with the checkpoint
-    monkeypatch.setattr(Trainer, "run_epoch", run_epoch)
     run_jobs(configs)
     resumed = pd.read_csv(run_dir / "metrics.csv")
     assert list(resumed["epoch"]) == [2, 4, 6, 8, 10, 12]
@@ -98,30 +82,15 @@ def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monke
     the earlier rows here, giving the curve of an uninterrupted run."""
     import shutil
 
-    import pytest
-
     from kanx.curves import main as curves_main
     from kanx.runner import run_jobs
-    from kanx.trainer import Trainer
 
     configs = run_dirs(tmp_path / "here", "E", betas="0.1")
-    for c, _ in configs:
-        c.train.checkpoint_every = 6
-    run_epoch = Trainer.run_epoch
-
-    def interrupted(self):
-        if self.epoch == 8:
-            raise KeyboardInterrupt
-        return run_epoch(self)
-
-    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        run_jobs(configs)
+    run_until_interrupted(configs, 8, monkeypatch)
     run_dir = configs[0][1]
     earlier = run_dir / "metrics.csv"
     kept = tmp_path / "kept.csv"
     shutil.move(earlier, kept)  # the window's tree has no curve for this run
-    monkeypatch.setattr(Trainer, "run_epoch", run_epoch)
     run_jobs(configs)
     window_rows = pd.read_csv(earlier)
     assert list(window_rows["epoch"]) == [8, 10, 12]  # only what the resumed process trained

@@ -141,27 +141,14 @@ def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(
     sweeps have no record and no multirun.yaml, so the protocol comes from the checkpoints' pack
     facts; while it runs (lock held) each sweep's ETA is the pack's time left, and the total
     counts the pack once, not once per sweep."""
-    from helpers import TOY
+    from helpers import TOY, run_until_interrupted
 
     from kanx.plan import sweep_jobs
-    from kanx.runner import run_jobs
     from kanx.status import total_eta
-    from kanx.trainer import Trainer
 
     args = [f"results_root={tmp_path}", "seed=0", "train.epochs=20", "train.warmup=4", "train.fc_warmup=2", *TOY]
     configs = sweep_jobs("sin_xy2", "E", [*args, "beta=0.0,0.1"]) + sweep_jobs("sin_xy2", "baseline", [*args, "beta=0.0"])
-    for c, _ in configs:
-        c.train.checkpoint_every = 6
-    run_epoch = Trainer.run_epoch
-
-    def interrupted(self):
-        if self.epoch == 8:
-            raise KeyboardInterrupt
-        return run_epoch(self)
-
-    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        run_jobs(configs, group="all")
+    run_until_interrupted(configs, 8, monkeypatch, group="all")
     for _, run_dir in configs:
         assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "record.json").exists()
         (run_dir / "lock").write_text("")  # as while the pack trains on
