@@ -85,12 +85,17 @@ def splice(earlier: Path, later: Path) -> int:
     """Extend the curve at ``earlier`` by the curve at ``later`` of the same run, written by a
     process that resumed it without ``earlier`` at hand (a GPU window, whose tree leaves the curves
     behind): ``earlier``'s rows before ``later``'s first epoch, then all of ``later``'s, as a resume
-    with both present would have written them. Returns the number of rows written."""
+    with both present would have written them. Where ``earlier`` already reaches ``later``'s last
+    epoch (the run went further here meanwhile, or finished), it is left as it is. Returns the
+    number of rows written (0: left as it is)."""
     with open(later, newline="") as f:
         rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
     if not rows:
         return 0
-    kept = [r for r in _rows_before(Path(earlier), rows[0]["epoch"]) if r["epoch"] < rows[0]["epoch"]]
+    have = _rows_before(Path(earlier), float("inf"))
+    if have and have[-1]["epoch"] >= rows[-1]["epoch"]:
+        return 0
+    kept = [r for r in have if r["epoch"] < rows[0]["epoch"]]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
@@ -127,13 +132,15 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if not a.later_root.is_dir():
         p.error(f"later_root {a.later_root} is not a folder")
-    n = 0
+    n = kept = 0
     for later in sorted(a.later_root.rglob(METRICS)):
         target = a.root / later.relative_to(a.later_root)
         target.parent.mkdir(parents=True, exist_ok=True)
-        splice(target, later)
-        n += 1
-    print(f"spliced {n} training curves from {a.later_root} into {a.root}")
+        if splice(target, later):
+            n += 1
+        else:
+            kept += 1
+    print(f"spliced {n} training curves from {a.later_root} into {a.root}; {kept} here already went as far, kept")
     return 0
 
 

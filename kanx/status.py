@@ -349,8 +349,10 @@ def collect(root: str | Path) -> list[Sweep]:
         sweep.eta_s = eta_seconds(sweep.runs, protocol, rate)
         in_packs = [r for r in sweep.runs if r.state in ("checkpointed", "running") and r.pack and r.epoch is not None]
         sweep.other_eta_s = eta_seconds([r for r in sweep.runs if not any(r is q for q in in_packs)], protocol, rate)
-        for r in in_packs:  # each named pack once: (its epochs - the epoch its checkpoints hold) x batches
-            sweep.pack_eta_s[r.pack["id"]] = None if rate is None else max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"] / rate
+        for r in in_packs:  # each named pack once: (its epochs - the furthest epoch its checkpoints hold) x batches
+            seconds = None if rate is None else max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"] / rate
+            known = sweep.pack_eta_s.get(r.pack["id"])
+            sweep.pack_eta_s[r.pack["id"]] = seconds if known is None or (seconds is not None and seconds < known) else known
     rank = {c: i for i, c in enumerate(CONDITIONS)}
     return sorted(found, key=lambda s: (dataset_rank(s.dataset), rank.get(s.condition, len(rank)), s.condition, s.path))
 
@@ -382,7 +384,8 @@ def _checkpointed(runs: list[Run], state: str) -> str:
 
 def total_eta(sweeps: list[Sweep]) -> float | None:
     """Seconds to train every run left, packs one after another: each sweep's runs outside a named
-    pack, plus every named pack once however many sweeps it spans (the slowest estimate of it)."""
+    pack, plus every named pack once however many sweeps it spans (the slowest estimate of it; a
+    sweep without a step rate leaves the estimate to the others). None while some run has none."""
     packs: dict[str, float | None] = {}
     other = 0.0
     for s in sweeps:
@@ -390,9 +393,10 @@ def total_eta(sweeps: list[Sweep]) -> float | None:
             return None
         other += s.other_eta_s
         for pack_id, seconds in s.pack_eta_s.items():
-            if seconds is None:
-                return None
-            packs[pack_id] = max(packs.get(pack_id, 0.0), seconds)
+            known = packs.get(pack_id)
+            packs[pack_id] = seconds if known is None else known if seconds is None else max(known, seconds)
+    if any(seconds is None for seconds in packs.values()):
+        return None
     return other + sum(packs.values())
 
 

@@ -3,7 +3,7 @@
 # GPU window carries (carry [".whl", ".data", ".ckpt"]) and scripts/gpu_window.sh restores first.
 # Run by gpu_unpack.sh after a window and by gpu_prepare.sh before one (runs resumed on this CPU
 # in between have newer checkpoints than the last window left).
-# A checkpoint beside a `done` marker is stale (the run finished elsewhere, e.g. in a window, while
+# A checkpoint beside a `done` marker and its record is stale (the run finished elsewhere, e.g. in a window, while
 # this CPU still held an earlier stretch's state); the runner removes a finished run's checkpoint,
 # so it is removed here too rather than carried (624 such files once made .ckpt/ 56 MB).
 set -euo pipefail
@@ -12,7 +12,7 @@ rm -rf .ckpt && mkdir -p .ckpt
 stale=0
 list=$(mktemp)
 while IFS= read -r -d '' ckpt; do
-  if [ -f "$(dirname "$ckpt")/done" ]; then rm -f "$ckpt"; stale=$((stale + 1))
+  if [ -f "$(dirname "$ckpt")/done" ] && [ -f "$(dirname "$ckpt")/record.json" ]; then rm -f "$ckpt"; stale=$((stale + 1))
   else printf '%s\0' "$ckpt" >>"$list"; fi
 done < <(find results/paper -name checkpoint.pt -print0)
 tar czf .ckpt/checkpoints.tgz --null -T "$list"

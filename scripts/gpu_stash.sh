@@ -2,14 +2,18 @@
 # Keep the working tree that travels to a GPU window under the device tool's 64 MiB (tracked and
 # untracked-not-ignored files plus the carried .whl/, .data/, .ckpt/):
 #   bash scripts/gpu_stash.sh out    # called by gpu_prepare.sh
-#   bash scripts/gpu_stash.sh back   # called by gpu_unpack.sh; safe to run at any time
+#   bash scripts/gpu_stash.sh back   # called by gpu_unpack.sh; does nothing without .stash/
 # `out` moves into .stash/ (git-ignored, so it stays here) every file under results/ that a window
 # does not read: other results roots (calibration, earlier protocols), analyses and logs under
-# results/paper, and every training curve (metrics.csv: ~22 KB a run at 10,000 epochs, 40 MB for Nguyen's
-# seeds 3-9 alone). What stays: each run's record.json and done marker under results/paper, by which
-# the window skips finished runs. A run the window resumes without its curve writes rows from its
-# checkpoint on, and gpu_unpack.sh splices those onto the rows here (python -m kanx.curves splice).
-# `back` restores the set-aside files, keeping any the window returned meanwhile (--skip-old-files).
+# results/paper, and every training curve (metrics.csv: ~22 KB a run at 10,000 epochs, 40 MB for
+# Nguyen's seeds 3-9 alone). The rest stays, among it each run's record.json and done marker under
+# results/paper, by which the window skips finished runs. A run the window resumes without its
+# curve writes rows from its checkpoint on, and gpu_unpack.sh splices those onto the rows here.
+# While files are set aside, `git status` shows them deleted: run `back` before committing results.
+# `out` refuses to run while .stash/ exists (a second `out` would stash over the first).
+# `back` moves every set-aside file back; where the tree has a file of that name again, a curve is
+# spliced (the set-aside rows, then the rows written since: python -m kanx.curves splice) and any
+# other file stays in .stash/, named, with exit status 1: nothing set aside is deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STASH=.stash
@@ -22,28 +26,60 @@ travelling_bytes() {  # what the device tool would send: tree files git does not
 
 case "${1:-}" in
   out)
-    list=$(mktemp)
-    git ls-files -co --exclude-standard results | awk '
-      $0 !~ /^results\/paper\// { print; next }                                   # another results root
-      $0 ~ /\/metrics\.csv$/ || $0 ~ /^results\/paper\/([^\/]+\/)?(analysis|logs)\// { print }' >"$list"
-    if [ -s "$list" ]; then
-      mkdir -p "$STASH"
-      tar -cf - -T "$list" | tar -C "$STASH" -xf -
-      tr '\n' '\0' <"$list" | xargs -0 rm -f
+    if [ -e "$STASH" ]; then
+      echo "gpu_stash.sh: $STASH/ exists (files set aside earlier): run 'bash scripts/gpu_stash.sh back' first" >&2; exit 1
     fi
-    echo "set aside $(wc -l <"$list") files in $STASH/ (bash scripts/gpu_stash.sh back restores them)"
+    list=$(mktemp)
+    # NUL-separated from git to tar: any file name survives; only files present (tracked ones may be gone).
+    git ls-files -co --exclude-standard -z results | awk -v RS='\0' -v ORS='\0' '
+      $0 !~ /^results\/paper\// { print; next }                                   # another results root
+      $0 ~ /\/metrics\.csv$/ || $0 ~ /^results\/paper\/([^\/]+\/)?(analysis|logs)\// { print }' |
+      while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done >"$list"
+    n=$(tr -cd '\0' <"$list" | wc -c)
+    if [ "$n" -gt 0 ]; then
+      mkdir -p "$STASH"
+      tar -cf - --null -T "$list" | tar -C "$STASH" -xf -
+      xargs -0 rm -f <"$list"
+    fi
+    echo "set aside $n files in $STASH/ (bash scripts/gpu_stash.sh back restores them)"
     rm -f "$list"
     bytes=$(travelling_bytes)
     echo "travels to the window: $((bytes / 1024 / 1024)) MiB of 64 (tree + .whl + .data + .ckpt)"
     if [ "$bytes" -gt "$LIMIT" ]; then echo "gpu_stash.sh: over the device tool's 64 MiB: carry less" >&2; exit 1; fi
     ;;
   back)
-    if [ -d "$STASH" ]; then
-      n=$(find "$STASH" -type f | wc -l)
-      tar -C "$STASH" -cf - . | tar -xf - --skip-old-files
-      rm -rf "$STASH"
-      echo "restored $n files from $STASH/"
-    fi
+    [ -d "$STASH" ] || exit 0
+    ${PYTHON:-.venv/bin/python} - "$STASH" <<'PY'
+import os
+import sys
+from pathlib import Path
+
+from kanx.curves import splice
+
+stash = Path(sys.argv[1])
+restored, spliced, clashes = 0, 0, []
+for src in sorted(p for p in stash.rglob("*") if p.is_file()):
+    dst = src.relative_to(stash)
+    if not dst.exists():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        restored += 1
+    elif dst.name == "metrics.csv":  # written again meanwhile (a run resumed here without it)
+        splice(src, dst)
+        os.replace(src, dst)
+        spliced += 1
+    else:
+        clashes.append(dst)
+for folder in sorted((p for p in stash.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+    if not any(folder.iterdir()):
+        folder.rmdir()
+if not any(stash.iterdir()):
+    stash.rmdir()
+print(f"restored {restored} files from {stash}/, spliced {spliced} training curves written since")
+if clashes:
+    print(f"gpu_stash.sh: {len(clashes)} set-aside files left in {stash}/: the tree has a file of that name again, e.g. {clashes[0]}", file=sys.stderr)
+    sys.exit(1)
+PY
     ;;
   *) echo "usage: scripts/gpu_stash.sh out|back" >&2; exit 2 ;;
 esac

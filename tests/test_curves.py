@@ -103,3 +103,8 @@ def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monke
     assert run_plan(run_dirs(tmp_path / "straight", "E", betas="0.1")) == 0
     straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv")))
     pd.testing.assert_frame_equal(spliced.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
+    # A curve that already goes past the returned one's last epoch (the run went on here) is kept.
+    returned = later_root / run_dir.relative_to(tmp_path / "here") / "metrics.csv"
+    returned.write_text("".join(returned.read_text().splitlines(keepends=True)[:3]))  # header, epochs 8 and 10
+    assert curves_main(["splice", str(later_root), str(tmp_path / "here")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(earlier), spliced)

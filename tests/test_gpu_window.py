@@ -52,17 +52,18 @@ def test_a_second_call_keeps_the_first_calls_records_and_curves(tmp_path):
 
 def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_path):
     """scripts/gpu_stash.sh: `out` sets aside every file under results/ a window does not read
-    (other results roots, curves, analysis, logs) so the tree fits the device tool's 64 MiB;
-    `back` restores them, keeping a curve the window returned meanwhile."""
+    (other results roots, curves, analysis, logs) so the tree fits the device tool's 64 MiB, and
+    refuses a second `out`; `back` restores them, splicing a curve written meanwhile onto the
+    set-aside rows and leaving any other clash in .stash/ (exit 1), never deleting one."""
     import shutil
 
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "gpu_stash.sh", repo / "scripts")
+    run0, run1 = "results/paper/d/E/default/beta=0.1,seed=0", "results/paper/d/E/default/beta=0.1,seed=1"
     files = {
-        "results/paper/d/E/default/beta=0.1,seed=0/record.json": "{}", "results/paper/d/E/default/beta=0.1,seed=0/done": "x",
-        "results/paper/d/E/default/beta=0.1,seed=0/metrics.csv": "epoch\n1\n",
-        "results/paper/d/E/default/beta=0.1,seed=1/metrics.csv": "epoch\n1\n",  # an unfinished run's curve
+        f"{run0}/record.json": "{}", f"{run0}/done": "x", f"{run0}/metrics.csv": "epoch,loss\n2,1.0\n4,0.5\n",
+        f"{run1}/metrics.csv": "epoch,loss\n2,1.0\n4,0.5\n",  # an unfinished run's curve, checkpointed at epoch 4
         "results/paper/analysis/report.md": "r", "results/paper/logs/pack.log": "l", "results/paper/d/analysis/report.md": "r",
         "results/calibration/x/record.json": "{}", "kanx/__init__.py": "",
     }
@@ -74,19 +75,26 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
     subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
     subprocess.run([*git, "add", "."], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "t"], cwd=repo, check=True)
+    env = os.environ | {"PYTHON": sys.executable}
 
-    out = subprocess.run(["bash", "scripts/gpu_stash.sh", "out"], cwd=repo, capture_output=True, text=True)
+    def stash(verb):
+        return subprocess.run(["bash", "scripts/gpu_stash.sh", verb], cwd=repo, capture_output=True, text=True, env=env)
+
+    out = stash("out")
     assert out.returncode == 0, out.stderr
     assert "set aside 6 files" in out.stdout and "MiB of 64" in out.stdout
     left = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and ".stash" not in p.parts}
-    assert left == {"results/paper/d/E/default/beta=0.1,seed=0/record.json", "results/paper/d/E/default/beta=0.1,seed=0/done",
-                    "kanx/__init__.py", "scripts/gpu_stash.sh", ".gitignore"}
+    assert left == {f"{run0}/record.json", f"{run0}/done", "kanx/__init__.py", "scripts/gpu_stash.sh", ".gitignore"}
+    again = stash("out")
+    assert again.returncode == 1 and "run 'bash scripts/gpu_stash.sh back' first" in again.stderr
 
-    returned = repo / "results/paper/d/E/default/beta=0.1,seed=1/metrics.csv"
-    returned.write_text("epoch\n1\n2\n")  # the window's curve, unpacked before `back`
-    back = subprocess.run(["bash", "scripts/gpu_stash.sh", "back"], cwd=repo, capture_output=True, text=True)
-    assert back.returncode == 0 and "restored 6 files" in back.stdout, back.stderr
-    assert returned.read_text() == "epoch\n1\n2\n"
+    # Meanwhile run 1 resumed here from its epoch-4 checkpoint, without its curve, and a report was written again.
+    (repo / run1 / "metrics.csv").write_text("epoch,loss\n6,0.25\n8,0.125\n")
+    (repo / "results/paper/analysis/report.md").write_text("new")
+    back = stash("back")
+    assert back.returncode == 1 and "restored 4 files" in back.stdout and "spliced 1 training curves" in back.stdout, back.stdout + back.stderr
+    assert "1 set-aside files left in .stash/" in back.stderr and "results/paper/analysis/report.md" in back.stderr
+    assert (repo / run1 / "metrics.csv").read_text() == "epoch,loss\n2,1.0\n4,0.5\n6,0.25\n8,0.125\n"
+    assert (repo / ".stash/results/paper/analysis/report.md").read_text() == "r"  # kept, not deleted
     status = subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout.split("\n")
-    assert [s for s in status if s] == [" M results/paper/d/E/default/beta=0.1,seed=1/metrics.csv"]
-    assert not (repo / ".stash").exists()
+    assert sorted(s for s in status if s) == sorted([f" M {run1}/metrics.csv", " M results/paper/analysis/report.md"])
