@@ -65,20 +65,28 @@ class Curves:
     def flush(self) -> None:
         for run_dir, rows in zip(self.run_dirs, self.rows, strict=True):
             if rows:
-                buf = io.StringIO()
-                writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(rows)
-                records.atomic_write_bytes(run_dir / METRICS, buf.getvalue().encode())
+                _write_rows(run_dir / METRICS, rows)
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """The rows of a metrics.csv, numbers as numbers ([] where there is none)."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    records.atomic_write_bytes(path, buf.getvalue().encode())
 
 
 def _rows_before(path: Path, epoch: int) -> list[dict]:
     """The rows of an existing metrics.csv up to ``epoch`` (a resumed run's history)."""
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    return [r for r in rows if r["epoch"] <= epoch]
+    return [r for r in _read_rows(path) if r["epoch"] <= epoch]
 
 
 def splice(earlier: Path, later: Path) -> int:
@@ -88,20 +96,12 @@ def splice(earlier: Path, later: Path) -> int:
     with both present would have written them. Where ``earlier`` already reaches ``later``'s last
     epoch (the run went further here meanwhile, or finished), it is left as it is. Returns the
     number of rows written (0: left as it is)."""
-    with open(later, newline="") as f:
-        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    if not rows:
+    rows, have = _read_rows(Path(later)), _read_rows(Path(earlier))
+    if not rows or (have and have[-1]["epoch"] >= rows[-1]["epoch"]):
         return 0
-    have = _rows_before(Path(earlier), float("inf"))
-    if have and have[-1]["epoch"] >= rows[-1]["epoch"]:
-        return 0
-    kept = [r for r in have if r["epoch"] < rows[0]["epoch"]]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(kept + rows)
-    records.atomic_write_bytes(Path(earlier), buf.getvalue().encode())
-    return len(kept) + len(rows)
+    spliced = [r for r in have if r["epoch"] < rows[0]["epoch"]] + rows
+    _write_rows(Path(earlier), spliced)
+    return len(spliced)
 
 
 def _number(text: str):

@@ -294,7 +294,7 @@ def _pack_facts(jobs: Sequence[Job], trainer: Trainer) -> dict:
     a pack spanning several sweeps is counted once), its epochs, batches per epoch and size."""
     names = "\n".join(sorted(str(job.run_dir.resolve()) for job in jobs))
     return {"id": hashlib.sha1(names.encode()).hexdigest()[:12], "epochs": trainer.train_cfg.epochs,
-            "batches": math.ceil(trainer.x.shape[1] / trainer.train_cfg.batch_size), "members": len(jobs)}
+            "batches": trainer.batches_per_epoch, "members": len(jobs)}
 
 
 def _where(device: torch.device) -> dict:

@@ -348,11 +348,11 @@ def collect(root: str | Path) -> list[Sweep]:
             rate = running_rate(sweep.runs, protocol)
         sweep.eta_s = eta_seconds(sweep.runs, protocol, rate)
         in_packs = [r for r in sweep.runs if r.state in ("checkpointed", "running") and r.pack and r.epoch is not None]
-        sweep.other_eta_s = eta_seconds([r for r in sweep.runs if not any(r is q for q in in_packs)], protocol, rate)
-        for r in in_packs:  # each named pack once: (its epochs - the furthest epoch its checkpoints hold) x batches
-            seconds = None if rate is None else max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"] / rate
-            known = sweep.pack_eta_s.get(r.pack["id"])
-            sweep.pack_eta_s[r.pack["id"]] = seconds if known is None or (seconds is not None and seconds < known) else known
+        sweep.other_eta_s = eta_seconds([r for r in sweep.runs if r not in in_packs], protocol, rate)
+        steps: dict[str, int] = {}  # each named pack once: (its epochs - the furthest epoch its checkpoints hold) x batches
+        for r in in_packs:
+            steps[r.pack["id"]] = min(steps.get(r.pack["id"], math.inf), max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"])
+        sweep.pack_eta_s = {pack_id: None if rate is None else n / rate for pack_id, n in steps.items()}
     rank = {c: i for i, c in enumerate(CONDITIONS)}
     return sorted(found, key=lambda s: (dataset_rank(s.dataset), rank.get(s.condition, len(rank)), s.condition, s.path))
 
@@ -386,18 +386,15 @@ def total_eta(sweeps: list[Sweep]) -> float | None:
     """Seconds to train every run left, packs one after another: each sweep's runs outside a named
     pack, plus every named pack once however many sweeps it spans (the slowest estimate of it; a
     sweep without a step rate leaves the estimate to the others). None while some run has none."""
-    packs: dict[str, float | None] = {}
-    other = 0.0
-    for s in sweeps:
-        if s.other_eta_s is None:
-            return None
-        other += s.other_eta_s
-        for pack_id, seconds in s.pack_eta_s.items():
-            known = packs.get(pack_id)
-            packs[pack_id] = seconds if known is None else known if seconds is None else max(known, seconds)
-    if any(seconds is None for seconds in packs.values()):
+    if any(s.other_eta_s is None for s in sweeps):
         return None
-    return other + sum(packs.values())
+    packs: dict[str, list[float]] = {}
+    for s in sweeps:
+        for pack_id, seconds in s.pack_eta_s.items():
+            packs.setdefault(pack_id, []).extend([] if seconds is None else [seconds])
+    if not all(packs.values()):
+        return None
+    return sum(s.other_eta_s for s in sweeps) + sum(max(estimates) for estimates in packs.values())
 
 
 def format_table(sweeps: list[Sweep]) -> str:

@@ -149,6 +149,11 @@ class Trainer:
         self.resumed_train_seconds = 0.0  # train_seconds the checkpoints held: what earlier processes trained
 
     # ---------------------------------------------------------------- one epoch
+    @property
+    def batches_per_epoch(self) -> int:
+        """Optimizer steps per epoch: minibatches of train.batch_size over the n_train samples (the last one partial)."""
+        return math.ceil(self.x.shape[1] / self.train_cfg.batch_size)
+
     def betas_at(self, epoch: int) -> list[float]:
         """The beta in force for every member in an epoch: its own where beta acts (E or X),
         except in the warmup where that applies to it (warmup_applies); 0 otherwise."""
@@ -202,8 +207,7 @@ class Trainer:
         beta = torch.tensor(self.betas_at(epoch), dtype=torch.float32, device=self.device)
         tau = self.tau_at(epoch)
 
-        N, bs = self.x.shape[1], cfg.batch_size
-        n_batches = math.ceil(N / bs)
+        bs, n_batches = cfg.batch_size, self.batches_per_epoch
         perm, noise = self._epoch_noise(n_batches)
         x = torch.gather(self.x, 1, perm.unsqueeze(-1).expand(-1, -1, self.x.shape[-1]))  # (M, N, n_0) shuffled
         y = torch.gather(self.y, 1, perm.unsqueeze(-1).expand(-1, -1, self.y.shape[-1]))

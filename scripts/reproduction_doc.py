@@ -72,26 +72,25 @@ def hv_caveat(table: pd.DataFrame) -> list[str]:
             "The reference point and the normalizing maximum change as the rest arrive.", ""]
 
 
-def refit_line(results: Path) -> str:
+def read_records(results: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in results.rglob("record.json")]
+
+
+def refit_line(records: list[dict]) -> str:
     """How these records refit the grid after an update: the one protocol setting that differs
     from today's default in the committed Concrete factorial."""
     seen = set()
-    for path in results.rglob("record.json"):
-        model = (json.loads(path.read_text()).get("config") or {}).get("model") or {}
+    for record in records:
+        model = (record.get("config") or {}).get("model") or {}
         seen.add(model.get("grid_refit_points", ADDED_LATER["model.grid_refit_points"]))
     text = ", ".join("all samples (pykan)" if p is None else f"{p} order statistics per input" for p in sorted(seen, key=str))
     return (f"Grid refit after a grid update in these records: {text}. Today's default (`model.grid_refit_points`) is "
             "all samples, as pykan (docs/CALIBRATION.md, 'Grid refit on all samples or on 256 order statistics').")
 
 
-def trained_on(results: Path) -> list[str]:
+def trained_on(records: list[dict]) -> list[str]:
     """The devices the records were trained on (timing.device, without the card's name)."""
-    seen = set()
-    for path in results.rglob("record.json"):
-        device = (json.loads(path.read_text()).get("timing") or {}).get("device")
-        if device:
-            seen.add(str(device).split(" (")[0])
-    return sorted(seen)
+    return sorted({str(device).split(" (")[0] for r in records if (device := (r.get("timing") or {}).get("device"))})
 
 
 def expected_runs(dataset: str, seeds: int = 10) -> dict[str, int]:
@@ -173,7 +172,9 @@ def concrete_part(results: Path, published: str, title: str, intro: str) -> list
     runs = load_runs(results)
     counts = runs.groupby(["condition", "status"]).size().unstack(fill_value=0)
     commits = sorted({str(c) for c in runs["git_commit"].dropna()}) if "git_commit" in runs else []
-    devices = trained_on(results)
+    raw = read_records(results)
+    devices = trained_on(raw)
+    sub = "#" * (len(title) - len(title.lstrip("#")) + 1)  # one level below the title
     tables = analysis / "tables"
     comparison = pd.read_csv(tables / "published_concrete.csv")
     rel = lambda path: Path("..") / path if not Path(path).is_absolute() else path  # noqa: E731  (links from docs/)
@@ -182,21 +183,21 @@ def concrete_part(results: Path, published: str, title: str, intro: str) -> list
         "",
         intro,
         f"Records: {len(runs)}; kanx commits: {', '.join(commits) or 'n/a'}" + (f"; devices: {', '.join(devices)}." if devices else "."),
-        refit_line(results),
+        refit_line(raw),
         "",
-        "## Checks" if title.startswith("# ") else "### Checks",
+        f"{sub} Checks",
         "",
         *checks(comparison),
         "",
-        "## Runs per condition and status" if title.startswith("# ") else "### Runs per condition and status",
+        f"{sub} Runs per condition and status",
         "",
         counts.to_markdown(),
         "",
-        "## Reproduced vs published (median over seeds)" if title.startswith("# ") else "### Reproduced vs published (median over seeds)",
+        f"{sub} Reproduced vs published (median over seeds)",
         "",
         (tables / "published_concrete.md").read_text(),
         "",
-        "## Normalized hypervolume" if title.startswith("# ") else "### Normalized hypervolume",
+        f"{sub} Normalized hypervolume",
         "",
         *hv_caveat(comparison),
         (tables / "published_hv_concrete.md").read_text(),
