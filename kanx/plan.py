@@ -126,13 +126,22 @@ def pack_cost(pack) -> float:
 
 
 def assign(packs: Sequence, workers: int) -> list[list]:
-    """Longest pack first to the least loaded worker: each worker's list of packs."""
+    """Longest pack first to the least loaded worker (balanced loads); each worker's list
+    then runs shortest first (``shortest_first``)."""
     loads, out = [0.0] * workers, [[] for _ in range(workers)]
     for pack in sorted(packs, key=pack_cost, reverse=True):
         w = loads.index(min(loads))
         out[w].append(pack)
         loads[w] += pack_cost(pack)
-    return [w for w in out if w]
+    return [shortest_first(w) for w in out if w]
+
+
+def shortest_first(packs: Sequence) -> list:
+    """The packs in the order one worker trains them: least cost left first. The worker's
+    total time is the same in any order, but this one finishes packs (and writes their
+    records) soonest, so a run cut short (a GPU window, a SLURM time limit) keeps the most,
+    and packs resumed from a checkpoint finish before new ones begin. Ties keep their order."""
+    return sorted(packs, key=pack_cost)
 
 
 def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_size: int | None = None, workers: int = 1, plan_dir: Path | None = None) -> int:
@@ -151,7 +160,7 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
     if workers <= 1:
         checkpointer = stop_on_signals()
         failed = 0
-        for i, pack in enumerate(packs, 1):
+        for i, pack in enumerate(shortest_first(packs), 1):
             failed += _train_and_report(train_pack, pack, f"[{i}/{len(packs)}]", checkpointer)
         return failed
     plan_dir = Path(plan_dir or ".")
