@@ -348,7 +348,8 @@ def collect(root: str | Path) -> list[Sweep]:
             rate = running_rate(sweep.runs, protocol)
         sweep.eta_s = eta_seconds(sweep.runs, protocol, rate)
         in_packs = [r for r in sweep.runs if r.state in ("checkpointed", "running") and r.pack and r.epoch is not None]
-        sweep.other_eta_s = eta_seconds([r for r in sweep.runs if r not in in_packs], protocol, rate)
+        packed = {id(r) for r in in_packs}
+        sweep.other_eta_s = eta_seconds([r for r in sweep.runs if id(r) not in packed], protocol, rate)
         steps: dict[str, int] = {}  # each named pack once: (its epochs - the furthest epoch its checkpoints hold) x batches
         for r in in_packs:
             steps[r.pack["id"]] = min(steps.get(r.pack["id"], math.inf), max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"])
@@ -391,7 +392,9 @@ def total_eta(sweeps: list[Sweep]) -> float | None:
     packs: dict[str, list[float]] = {}
     for s in sweeps:
         for pack_id, seconds in s.pack_eta_s.items():
-            packs.setdefault(pack_id, []).extend([] if seconds is None else [seconds])
+            estimates = packs.setdefault(pack_id, [])
+            if seconds is not None:
+                estimates.append(seconds)
     if not all(packs.values()):
         return None
     return sum(s.other_eta_s for s in sweeps) + sum(max(estimates) for estimates in packs.values())

@@ -43,30 +43,23 @@ def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
     assert len(pending(prepare_jobs(configs))) == 0
 
 
+class _Job:
+    """What kanx.plan.pack_cost reads of a job: epochs, batch size, n_train and the resume epoch."""
+
+    def __init__(self, epochs: int, resume_epoch: int = 0):
+        self.run = type("Run", (), {"train": type("T", (), {"epochs": epochs, "batch_size": 1})()})()
+        self.container, self.resume_epoch = {"dataset": {"n_train": 1}}, resume_epoch
+
+
 def test_assign_balances_the_longest_packs_first_and_runs_each_workers_shortest_first():
-    class Run:
-        def __init__(self, epochs):
-            self.train = type("T", (), {"epochs": epochs, "batch_size": 1})()
-
-    class Job:
-        def __init__(self, epochs):
-            self.run, self.container, self.resume_epoch = Run(epochs), {"dataset": {"n_train": 1}}, 0
-
-    packs = [[Job(e)] for e in (100, 60, 50, 40, 10)]
+    packs = [[_Job(e)] for e in (100, 60, 50, 40, 10)]
     workers = assign(packs, 2)
     # Balanced longest first ({100, 40} and {60, 50, 10}), each worker then shortest first.
     assert [[p[0].run.train.epochs for p in w] for w in workers] == [[40, 100], [10, 50, 60]]
 
 
 def test_a_resumed_pack_runs_before_a_new_one_of_its_worker():
-    class Run:
-        train = type("T", (), {"epochs": 1000, "batch_size": 1})()
-
-    class Job:
-        def __init__(self, resume_epoch):
-            self.run, self.container, self.resume_epoch = Run(), {"dataset": {"n_train": 1}}, resume_epoch
-
-    new, resumed = [Job(0)], [Job(600)]
+    new, resumed = [_Job(1000)], [_Job(1000, resume_epoch=600)]
     assert assign([new, resumed], 1) == [[resumed, new]]
 
 
