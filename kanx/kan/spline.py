@@ -76,18 +76,17 @@ def bspline_basis(x: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor:
     (``_cox_de_boor``, the tests' reference; 4e-16 apart in float64), at about a third of its
     cost, which the grid update pays on (M, N, I, C) with every training sample.
     """
-    j, N, _, _, _ = _local_planes(x, grid.transpose(1, 2).contiguous().to(x.dtype), K, False)
-    return _scatter_columns(j, torch.stack(N, -1), grid.shape[-1] - K - 1, K, dim=3)
+    j, N, _, _, _ = _local_planes(x.transpose(1, 2), grid.to(x.dtype), K, False)
+    return _scatter_columns(j, torch.stack(N, -1), grid.shape[-1] - K - 1, K, dim=3).transpose(1, 2)
 
 
-def _local_planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
+def _local_planes(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool):
     """The K+1 basis functions that can be nonzero at x, by the local (de Boor) form of Cox-de Boor.
 
-    x: (M, B, I), grid_t: (M, T, I) (the grid with its knot axis before the input axis) ->
-    (j, N, dN, silu, dsilu) where
-      j (M, B, I) int32 is the knot interval t_j <= x < t_{j+1} of x, the largest such j, so the
+    x: (M, I, B) (batch last), grid: (M, I, T) -> (j, N, dN, silu, dsilu) where
+      j (M, I, B) int32 is the knot interval t_j <= x < t_{j+1} of x, the largest such j, so the
         interval is nonempty even where knots repeat (a grid update on tied data);
-      N = [N_0, ..., N_K], N_r (M, B, I) = B_{j-K+r}(x): every other B_c(x) is 0 (order-K support
+      N = [N_0, ..., N_K], N_r (M, I, B) = B_{j-K+r}(x): every other B_c(x) is 0 (order-K support
         [t_c, t_{c+K+1})); indices j-K+r outside 0..C-1 belong to no basis function and are
         dropped by the callers;
       dN the same for dB/dx (None unless asked); silu(x) = x sigmoid(x) and silu'(x) (None unless asked).
@@ -104,17 +103,23 @@ def _local_planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative
     guard keeps a degenerate grid from making 0/0. Knots t_{j-K+1} .. t_{j+K} below t_0 or above
     t_{T-1} are read as t_0 and t_{T-1}: they only enter basis functions with indices outside 0..C-1.
 
-    Every tensor here is one (M, B, I) plane (no K+1-wide inner axis), so the compiled kernel
-    vectorizes along the inputs.
+    Every tensor here is one (M, I, B) plane (no K+1-wide inner axis) with the batch last, so
+    the compiled kernel vectorizes along the batch: full vectors (B is 64 or 128 in the paper,
+    where the inputs of a layer number 1 to 39) and one knot per (member, input) broadcast
+    along them. The knots are counted by T pointwise compares, not a reduction over a middle
+    axis, which inductor would not vectorize.
     """
-    M, B, I = x.shape
-    T = grid_t.shape[1]
-    j = (grid_t.unsqueeze(1) <= x.unsqueeze(2)).sum(2, dtype=torch.int32) - 1  # (M, B, I): -1 below t_0, T-1 from t_{T-1} on
+    M, I, B = x.shape
+    T = grid.shape[-1]
+    j = (grid[..., :1] <= x).to(torch.int32)
+    for k in range(1, T):
+        j = j + (grid[..., k : k + 1] <= x).to(torch.int32)
+    j = j - 1  # (M, I, B): -1 below t_0, T-1 from t_{T-1} on
     inside = (j >= 0) & (j <= T - 2)
     j = j.clamp(0, T - 2)
-    flat = grid_t.reshape(-1)
-    base = torch.arange(M, device=x.device, dtype=torch.int32).view(M, 1, 1) * (T * I) + torch.arange(I, device=x.device, dtype=torch.int32)  # (M, 1, I)
-    t = [flat[base + (j + (d - K + 1)).clamp(0, T - 1) * I] for d in range(2 * K)]  # t[d] = t_{j-K+1+d}
+    flat = grid.reshape(-1)
+    base = torch.arange(M * I, device=x.device, dtype=torch.int32).view(M, I, 1) * T  # (M, I, 1)
+    t = [flat[base + (j + (d - K + 1)).clamp(0, T - 1)] for d in range(2 * K)]  # t[d] = t_{j-K+1+d}
     N = [inside.to(x.dtype)]  # B^0_j
     dN = None
     for p in range(1, K + 1):
@@ -133,24 +138,24 @@ def _local_planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative
 
 
 def local_basis(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool = False):
-    """``_local_planes`` for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with N, dN stacked on a
-    last axis (M, B, I, K+1): N[..., r] = B_{j-K+r}(x)."""
-    j, N, dN, _, _ = _local_planes(x, grid.transpose(1, 2).contiguous(), K, with_derivative)
-    return j, torch.stack(N, -1), (torch.stack(dN, -1) if dN is not None else None)
+    """``_local_planes`` for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with j (M, B, I) and N, dN
+    stacked on a last axis (M, B, I, K+1): N[..., r] = B_{j-K+r}(x)."""
+    j, N, dN, _, _ = _local_planes(x.transpose(1, 2), grid, K, with_derivative)
+    return j.transpose(1, 2), torch.stack(N, -1).transpose(1, 2), (torch.stack(dN, -1).transpose(1, 2) if dN is not None else None)
 
 
-def _planes(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
-    """The local basis as stacked planes: j, N (K+1, M, B, I), silu and, if asked, dN and silu'."""
-    j, N, dN, silu, dsilu = _local_planes(x, grid_t, K, with_derivative)
+def _planes(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool):
+    """The local basis as stacked planes: j, N (K+1, M, I, B), silu and, if asked, dN and silu'."""
+    j, N, dN, silu, dsilu = _local_planes(x, grid, K, with_derivative)
     return j, torch.stack(N), silu, (torch.stack(dN) if with_derivative else None), dsilu
 
 
 def _dense(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int) -> torch.Tensor:
-    """Features feats[m, b, f, i] = [silu(x), B_0(x), ..., B_{C-1}(x)] (M, B, 1+C, I) from the local
+    """Features feats[m, f, i, b] = [silu(x), B_0(x), ..., B_{C-1}(x)] (M, 1+C, I, B) from the local
     basis: B_c(x) = N_{c-j+K} where 0 <= c-j+K <= K, else 0 (K+1 selects per feature).
 
-    Built as 1+C planes of (M, B, I) stacked at once: compiled, every plane is written from the
-    same loop over (M, B, I) that computes the local basis, which is never stored."""
+    Built as 1+C planes of (M, I, B) stacked at once: compiled, every plane is written from the
+    same loop over (M, I, B) that computes the local basis, which is never stored."""
     zero = torch.zeros((), dtype=N[0].dtype, device=N[0].device)
     planes = [silu]
     for c in range(C):
@@ -159,12 +164,12 @@ def _dense(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int)
         for r in range(1, K + 1):
             v = torch.where(r_c == r, N[r], v)
         planes.append(v)
-    return torch.stack(planes, dim=2)
+    return torch.stack(planes, dim=1)
 
 
 def _dense_scatter(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int) -> torch.Tensor:
     """``_dense`` by one scatter (eager)."""
-    return torch.cat([silu.unsqueeze(2), _scatter_columns(j, N.permute(1, 2, 0, 3), C, K, dim=2)], dim=2)
+    return torch.cat([silu.unsqueeze(1), _scatter_columns(j, N.transpose(0, 1), C, K, dim=1)], dim=1)
 
 
 def _scatter_columns(j: torch.Tensor, N: torch.Tensor, C: int, K: int, dim: int) -> torch.Tensor:
@@ -179,52 +184,54 @@ def _scatter_columns(j: torch.Tensor, N: torch.Tensor, C: int, K: int, dim: int)
 
 
 def _selected(h: torch.Tensor, j: torch.Tensor, K: int, r: int) -> torch.Tensor:
-    """h[m, b, 1 + j-K+r, i] (M, B, I), the entry of feature B_{j-K+r}, or 0 where j-K+r is no
-    basis index, for h (M, B, 1+C, I) (expanded views welcome)."""
-    C = h.shape[2] - 1
+    """h[m, 1 + j-K+r, i, b] (M, I, B), the entry of feature B_{j-K+r}, or 0 where j-K+r is no
+    basis index, for h (M, 1+C, I, B) (expanded views welcome)."""
+    C = h.shape[1] - 1
     c = j + (r - K)
-    hr = torch.gather(h, 2, (1 + c.clamp(0, C - 1)).long().unsqueeze(2)).squeeze(2)
+    hr = torch.gather(h, 1, (1 + c.clamp(0, C - 1)).long().unsqueeze(1)).squeeze(1)
     return torch.where((c >= 0) & (c < C), hr, torch.zeros((), dtype=hr.dtype, device=hr.device))
 
 
 def _grad_x(h: torch.Tensor, g: torch.Tensor | None, j: torch.Tensor, dN: torch.Tensor, dsilu: torch.Tensor, K: int) -> torch.Tensor:
-    """d loss / d x[m,b,i] = silu'(x) H[m,b,0,i] + sum_r dN_r H[m,b,1+j-K+r,i] for the layer
-    y = feats @ w, with H[m,b,f,i] = sum_o grad_out[m,b,o] w[m,f,i,o] the gradient of the features:
-    only the K+2 nonzero features of each input have a derivative, so H is read there only.
+    """d loss / d x[m,i,b] (M, I, B) = silu'(x) H[m,0,i,b] + sum_r dN_r H[m,1+j-K+r,i,b] for the
+    layer y = feats @ w, with H[m,f,i,b] = sum_o w[m,f,i,o] grad_out[m,b,o] the gradient of the
+    features: only the K+2 nonzero features of each input have a derivative, so H is read there only.
 
-    h (M, B, 1+C, I) is H itself, or, with one output (g = grad_out[..., 0] (M, B)), w[..., 0]
-    (M, 1, 1+C, I) and H = g h, which the compiled kernel never materializes.
+    h (M, 1+C, I, B) is H itself, or, with one output (g = grad_out[..., 0] (M, B)), w[..., 0]
+    (M, 1+C, I, 1) and H = h g, which the compiled kernel never materializes.
     """
-    M, B, I = j.shape
-    h = h.expand(M, B, h.shape[2], I)
-    out = dsilu * h[:, :, 0]
+    M, I, B = j.shape
+    h = h.expand(M, h.shape[1], I, B)
+    out = dsilu * h[:, 0]
     for r in range(K + 1):
         out = out + dN[r] * _selected(h, j, K, r)
-    return out if g is None else out * g.unsqueeze(-1)
+    return out if g is None else out * g.unsqueeze(1)
 
 
-def _forward(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
-    """Local basis and dense features (M, B, 1+C, I) of a layer: (feats, j, dN (K+1, M, B, I), silu')."""
-    j, N, dN, silu, dsilu = _local_planes(x, grid_t, K, with_derivative)
-    return _dense(j, N, silu, grid_t.shape[1] - K - 1, K), j, (torch.stack(dN) if with_derivative else None), dsilu
+def _forward(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool):
+    """Local basis and dense features (M, 1+C, I, B) of a layer for x (M, I, B):
+    (feats, j, dN (K+1, M, I, B), silu')."""
+    j, N, dN, silu, dsilu = _local_planes(x, grid, K, with_derivative)
+    return _dense(j, N, silu, grid.shape[-1] - K - 1, K), j, (torch.stack(dN) if with_derivative else None), dsilu
 
 
 def _grad_w1(grad_out: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
-    """d loss / d w (M, (1+C)*I, 1) = sum_b grad_out[m,b,0] feats[m,b,:] for a layer with one output."""
-    return (feats * grad_out).sum(1).unsqueeze(-1)
+    """d loss / d w (M, (1+C)*I, 1) = sum_b feats[m,:,b] grad_out[m,b,0] for a layer with one output
+    (feats (M, (1+C)*I, B)): a streaming reduction along each row, summed in the same order for
+    every pack size (a matrix-vector product would take BLAS's gemv path for a lone member)."""
+    return (feats * grad_out.view(grad_out.shape[0], 1, -1)).sum(-1, keepdim=True)
 
 
 def _out1(feats: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """y (M, B, 1) = sum_f feats[m,b,f] w[m,f,0] for a layer with one output (feats (M, B, F*I),
-    w (M, F*I, 1)): a streaming reduction along each row, about 10x faster on a CPU than the batched
-    matrix-vector product (BLAS's batched gemm with one column), and summed in the same order for
-    every pack size."""
-    return (feats * w.view(w.shape[0], 1, -1)).sum(-1, keepdim=True)
+    """y (M, B, 1) = sum_f feats[m,f,b] w[m,f,0] for a layer with one output (feats (M, F*I, B),
+    w (M, F*I, 1)): a streaming reduction vectorized along the batch, about 10x faster on a CPU
+    than the batched matrix-vector product, and summed in the same order for every pack size."""
+    return (feats * w).sum(1).unsqueeze(-1)
 
 
-def _forward_eager(x: torch.Tensor, grid_t: torch.Tensor, K: int, with_derivative: bool):
-    j, N, silu, dN, dsilu = _planes(x, grid_t, K, with_derivative)
-    return _dense_scatter(j, N, silu, grid_t.shape[1] - K - 1, K), j, dN, dsilu
+def _forward_eager(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool):
+    j, N, silu, dN, dsilu = _planes(x, grid, K, with_derivative)
+    return _dense_scatter(j, N, silu, grid.shape[-1] - K - 1, K), j, dN, dsilu
 
 
 _COMPILED: dict = {}
@@ -263,30 +270,32 @@ def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.bmm(a, b)
 
 
-def _bmm_t(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(a @ b)^T, batched: the transposed form of the layer's products feats @ w and
-    feats^T grad_out, whose O columns are few (O <= 14 here). BLAS's batched gemm is 2 to 3x
-    faster with the B or (1+C)*I columns (measured for the Concrete shapes, one and two threads)."""
-    return torch.bmm(a, b).transpose(1, 2)
-
-
 class _KANMatmul(torch.autograd.Function):
-    """y = feats(x) @ w for feats (M, B, (1+C)*I) and w (M, (1+C)*I, O); gradients to x (through
-    the K+2 nonzero feature derivatives per input) and to w; none to the grid."""
+    """y = feats(x) @ w for w (M, (1+C)*I, O), with the features held batch last,
+    feats (M, (1+C)*I, B); gradients to x (through the K+2 nonzero feature derivatives per
+    input) and to w; none to the grid.
+
+    The products are taken in the form BLAS's batched gemm runs fastest for these shapes, with
+    the B or (1+C)*I columns, not the O <= 14 ones: y^T = w^T feats, (d loss / d w)^T =
+    grad_out^T feats^T and H = w grad_out^T (2 to 3x faster than feats^T w and feats grad_out
+    for the Concrete shapes, one and two threads). A layer with one output takes its output and
+    weight gradient, compiled, as streaming reductions (a batched matrix-vector product is 10x
+    slower); eager, by ``_bmm``.
+    """
 
     @staticmethod
     def forward(ctx, x, grid, w, K, compiled):
         M, B, I = x.shape
         F, O = w.shape[1], w.shape[-1]
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[2]
-        feats, j, dN, dsilu = _kernel(compiled, "forward")(x, grid.transpose(1, 2).contiguous(), K, need_x)
-        feats = feats.view(M, B, F * I)
+        feats, j, dN, dsilu = _kernel(compiled, "forward")(x.transpose(1, 2).contiguous(), grid, K, need_x)
+        feats = feats.view(M, F * I, B)
         ctx.K, ctx.compiled, ctx.w_shape = K, compiled, w.shape
         ctx.save_for_backward(w if need_x else None, j, dN, dsilu, feats if need_w else None)
         w = w.reshape(M, F * I, O)
         if O == 1:
-            return _kernel(True, "out1")(feats, w) if compiled else _bmm(feats, w)
-        return _bmm_t(w.transpose(1, 2), feats.transpose(1, 2))
+            return _kernel(True, "out1")(feats, w) if compiled else _bmm(feats.transpose(1, 2), w)
+        return torch.bmm(w.transpose(1, 2), feats).transpose(1, 2)
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -296,21 +305,18 @@ class _KANMatmul(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         if w is not None:
             F, I = w.shape[1], w.shape[2]
-            if O == 1:  # H = grad_out w^T is an outer product: formed inside the kernel
-                h, g = w.reshape(M, 1, F, I), grad_out.view(M, B)
+            if O == 1:  # H = w grad_out^T is an outer product: formed inside the kernel
+                h, g = w.reshape(M, F, I, 1), grad_out.view(M, B)
             else:
-                h, g = torch.bmm(grad_out, w.reshape(M, F * I, O).transpose(1, 2)).view(M, B, F, I), None
-            grad_x = _kernel(ctx.compiled, "grad_x")(h, g, j, dN, dsilu, ctx.K)
+                h, g = torch.bmm(w.reshape(M, F * I, O), grad_out.transpose(1, 2)).view(M, F, I, B), None
+            grad_x = _kernel(ctx.compiled, "grad_x")(h, g, j, dN, dsilu, ctx.K).transpose(1, 2)
         if feats is not None:
             if O == 1 and ctx.compiled:
-                # sum_b grad_out[m,b] feats[m,b,:] streams feats row by row, 4x faster than the
-                # matrix-vector product feats^T grad_out (and, unlike grad_out^T feats, it rounds
-                # alike for every pack size).
                 grad_w = _kernel(True, "grad_w1")(grad_out, feats).view(ctx.w_shape)
             elif O == 1:
-                grad_w = _bmm(feats.transpose(1, 2), grad_out).view(ctx.w_shape)
+                grad_w = _bmm(feats, grad_out).view(ctx.w_shape)
             else:
-                grad_w = _bmm_t(grad_out.transpose(1, 2), feats).reshape(ctx.w_shape)
+                grad_w = torch.bmm(grad_out.transpose(1, 2), feats.transpose(1, 2)).transpose(1, 2).reshape(ctx.w_shape)
         return grad_x, None, grad_w, None, None
 
 
@@ -328,8 +334,8 @@ def spline_features(x: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor
     """[silu(x), B_0(x), ..., B_{C-1}(x)] of every input without gradient, from the local basis:
     x (M, B, I), grid (M, I, T) -> (M, B, I, 1+C) (reference and tests)."""
     grid = grid.to(x.dtype)
-    j, N, silu, _, _ = _planes(x, grid.transpose(1, 2).contiguous(), K, False)
-    return _dense_scatter(j, N, silu, grid.shape[-1] - K - 1, K).transpose(2, 3)
+    j, N, silu, _, _ = _planes(x.transpose(1, 2), grid, K, False)
+    return _dense_scatter(j, N, silu, grid.shape[-1] - K - 1, K).permute(0, 3, 2, 1)
 
 
 def fit_coefficients(x: torch.Tensor, y: torch.Tensor, grid: torch.Tensor, K: int, rtol: float | None = None,
