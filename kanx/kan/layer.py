@@ -31,7 +31,9 @@ class KANLayer(nn.Module):
         C = self.G + self.K
         lo, hi = spec.grid_range
         self.register_buffer("grid", uniform_grid(M, in_features, self.G, self.K, lo, hi).to(dtype))  # (M, I, T)
-        self.coef = nn.Parameter(torch.zeros(M, in_features, out_features, C, dtype=dtype))  # (M, I, O, C)
+        # coef is (M, I, O, C) to every reader, stored as (M, C, I, O): the layout the gated-weight
+        # fold writes (forward) and reads its gradient in (backward), so both run contiguous.
+        self.coef = nn.Parameter(torch.zeros(M, C, in_features, out_features, dtype=dtype).permute(0, 2, 3, 1))
         self.scale_base = nn.Parameter(torch.zeros(M, in_features, out_features, dtype=dtype))
         self.scale_sp = nn.Parameter(torch.full((M, in_features, out_features), in_features**-0.5, dtype=dtype))
 
@@ -61,8 +63,7 @@ class KANLayer(nn.Module):
         the features from the K+1 B-splines that are nonzero at each input, the input gradient
         from their K+1 derivatives).
         """
-        w = torch.cat([(gate * self.scale_base).unsqueeze(-1), (gate * self.scale_sp).unsqueeze(-1) * self.coef], dim=-1)  # (M, I, O, 1+C)
-        w = w.permute(0, 3, 1, 2).contiguous()  # (M, 1+C, I, O)
+        w = torch.cat([(gate * self.scale_base).unsqueeze(1), (gate * self.scale_sp).unsqueeze(1) * self.coef.permute(0, 3, 1, 2)], dim=1)  # (M, 1+C, I, O)
         return kan_matmul(x, self.grid, w, self.K, self.compiled and torch.is_grad_enabled())
 
     def edge_spline(self, x: torch.Tensor) -> torch.Tensor:
