@@ -207,6 +207,14 @@ def queued_ids() -> Optional[set]:  # noqa: UP045
     return set(out.split())
 
 
+def task_ended(sjob, queued: Optional[set]) -> bool:  # noqa: UP045
+    """Whether an array task has ended: submitit takes it as done and it is not in SLURM's queue
+    (``queued``: queued_ids(), None where squeue could not be asked). A task being requeued
+    (preemption, time limit) shows CANCELLED in sacct for a moment before it is pending again,
+    and submitit takes CANCELLED as final and stops asking; the queue still holds the task."""
+    return sjob.done() and (queued is None or sjob.job_id not in queued)
+
+
 def in_flight(run_dirs: Sequence[Path], queued: Optional[set]) -> dict:  # noqa: UP045
     """{run dir: SLURM task id} for runs whose last submission is still in the queue."""
     busy = {}
@@ -379,9 +387,10 @@ class SlurmLauncher(Launcher):
                 if time.monotonic() - last_sacct > 60:  # notice cancelled or killed tasks within a minute
                     SlurmJob.watcher.update()
                     last_sacct = time.monotonic()
-                n_done = sum(s.done() for s in sjobs)
+                queued = queued_ids()
+                n_done = sum(task_ended(s, queued) for s in sjobs)
                 if others:
-                    others &= queued_ids() or set()
+                    others &= queued or set()
                 if n_done == len(sjobs) and not others:
                     break
                 note = f"waiting for SLURM: {n_done} of {len(sjobs)} task(s) ended" + (f", {len(others)} earlier task(s) still queued" if others else "")
