@@ -234,14 +234,31 @@ def _forward_eager(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative:
     return _dense_scatter(j, N, silu, grid.shape[-1] - K - 1, K), j, dN, dsilu
 
 
+def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.bmm, except that a lone matrix-vector product (one member, one column) is doubled:
+    it would take BLAS's gemv path, which rounds differently from the batched kernel a pack uses."""
+    if a.shape[0] == 1 and b.shape[-1] == 1:
+        return torch.bmm(torch.cat([a, a]), torch.cat([b, b]))[:1]
+    return torch.bmm(a, b)
+
+
+def _out1_eager(feats: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return _bmm(feats.transpose(1, 2), w)
+
+
+def _grad_w1_eager(grad_out: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+    return _bmm(feats, grad_out)
+
+
 _COMPILED: dict = {}
-_EAGER = {"forward": _forward_eager, "grad_x": _grad_x}
+_EAGER = {"forward": _forward_eager, "grad_x": _grad_x, "out1": _out1_eager, "grad_w1": _grad_w1_eager}
 
 
 def _kernel(compiled: bool, name: str):
     """One of the layer's elementwise kernels, fused by torch.compile when asked: "forward" (the
     local basis and the dense features), "grad_x" (the input gradient), and "out1" and "grad_w1"
-    (the output and the weight gradient of a layer with one output).
+    (the output and the weight gradient of a layer with one output: streaming reductions
+    compiled, ``_bmm`` eager).
 
     For these tiny networks the elementwise work around the matmuls is a large part of a
     training step; the compiled kernels make one pass each over (M, B, I) planes and never
@@ -262,14 +279,6 @@ def _kernel(compiled: bool, name: str):
     return _COMPILED[name]
 
 
-def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """torch.bmm, except that a lone matrix-vector product (one member, one column) is doubled:
-    it would take BLAS's gemv path, which rounds differently from the batched kernel a pack uses."""
-    if a.shape[0] == 1 and b.shape[-1] == 1:
-        return torch.bmm(torch.cat([a, a]), torch.cat([b, b]))[:1]
-    return torch.bmm(a, b)
-
-
 class _KANMatmul(torch.autograd.Function):
     """y = feats(x) @ w for w (M, (1+C)*I, O), with the features held batch last,
     feats (M, (1+C)*I, B); gradients to x (through the K+2 nonzero feature derivatives per
@@ -280,7 +289,7 @@ class _KANMatmul(torch.autograd.Function):
     grad_out^T feats^T and H = w grad_out^T (2 to 3x faster than feats^T w and feats grad_out
     for the Concrete shapes, one and two threads). A layer with one output takes its output and
     weight gradient, compiled, as streaming reductions (a batched matrix-vector product is 10x
-    slower); eager, by ``_bmm``.
+    slower; ``_kernel``).
     """
 
     @staticmethod
@@ -294,7 +303,7 @@ class _KANMatmul(torch.autograd.Function):
         ctx.save_for_backward(w if need_x else None, j, dN, dsilu, feats if need_w else None)
         w = w.reshape(M, F * I, O)
         if O == 1:
-            return _kernel(True, "out1")(feats, w) if compiled else _bmm(feats.transpose(1, 2), w)
+            return _kernel(compiled, "out1")(feats, w)
         return torch.bmm(w.transpose(1, 2), feats).transpose(1, 2)
 
     @staticmethod
@@ -311,10 +320,8 @@ class _KANMatmul(torch.autograd.Function):
                 h, g = torch.bmm(w.reshape(M, F * I, O), grad_out.transpose(1, 2)).view(M, F, I, B), None
             grad_x = _kernel(ctx.compiled, "grad_x")(h, g, j, dN, dsilu, ctx.K).transpose(1, 2)
         if feats is not None:
-            if O == 1 and ctx.compiled:
-                grad_w = _kernel(True, "grad_w1")(grad_out, feats).view(ctx.w_shape)
-            elif O == 1:
-                grad_w = _bmm(feats, grad_out).view(ctx.w_shape)
+            if O == 1:
+                grad_w = _kernel(ctx.compiled, "grad_w1")(grad_out, feats).view(ctx.w_shape)
             else:
                 grad_w = torch.bmm(grad_out.transpose(1, 2), feats.transpose(1, 2)).transpose(1, 2).reshape(ctx.w_shape)
         return grad_x, None, grad_w, None, None
