@@ -155,7 +155,7 @@ def _knots_windowed(x: torch.Tensor, grid: torch.Tensor, K: int):
     The same values for a nondecreasing grid (the knots always are), where x lies inside it; outside,
     where every basis function is 0, other finite knots of the grid.
 
-    Compiled, this is about 4K selects per knot and no indirect load: inductor's CPU code loads
+    Compiled, this is 2K selects per knot (K in each pass) and no indirect load: inductor's CPU code loads
     a gathered vector one lane at a time through memory, which made the six knot gathers most of
     the forward kernel's time (its forward kernel is 20-25% faster this way)."""
     T = grid.shape[-1]
