@@ -11,6 +11,7 @@ from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity, complexity_scale, data_loss, exit_mse
 from kanx.kan.spline import (
     _cox_de_boor,
+    _local_planes,
     adaptive_grid,
     bspline_basis,
     fit_coefficients,
@@ -269,6 +270,19 @@ def test_local_basis_matches_dense_cox_de_boor():
     assert torch.allclose(feats[..., 1:], dense, rtol=1e-12, atol=1e-12)
     outside = (x < grid[:, None, :, 0]) | (x >= grid[:, None, :, -1])
     assert outside.any() and (feats[..., 1:][outside] == 0).all()
+
+
+def test_the_compiled_kernels_knot_selects_give_the_gathered_basis_exactly():
+    # _knots_windowed (compiled kernels) against _knots_gathered (eager): the same local basis to
+    # the last bit, on grids with repeated knots and at x inside, outside and on every knot.
+    K = 3
+    grid = _test_grids()
+    x = _test_points(grid).transpose(1, 2).contiguous()  # (M, I, B): batch last
+    gathered = _local_planes(x, grid, K, True, pointwise=False)
+    windowed = _local_planes(x, grid, K, True, pointwise=True)
+    for a, b in zip(gathered, windowed, strict=True):
+        for u, v in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b], strict=True):
+            assert torch.equal(u, v)
 
 
 @pytest.mark.parametrize("compiled", [False, True])
