@@ -64,6 +64,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def remove_half_written(run_dir: Path) -> list[Path]:
+    """Delete the temporaries ``atomic_write_bytes`` leaves in a run's folder when its process is
+    killed between writing and renaming (``.<name>.<random>.tmp``). Call it only while holding
+    the run's lock: then no live process is writing them."""
+    gone = sorted(Path(run_dir).glob(".*.tmp"))
+    for tmp in gone:
+        tmp.unlink(missing_ok=True)
+    return gone
+
+
 def write_record(run_dir: Path, record: dict) -> Path:
     """Write record.json atomically, then the done marker, which holds the sha256 of the
     record and (for a run that trained) of model.pt: a file changed or cut short on a

@@ -224,6 +224,7 @@ def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
         if not records.try_lock(job.run_dir):
             log.info(f"{job.label}: another process is training it ({job.run_dir / records.LOCK}); skipping")
             continue
+        records.remove_half_written(job.run_dir)  # a killed writer's; the lock says none is alive
         state = records.read_state(job.run_dir)
         if state.status == "done" and state.config_hash == job.config_hash and not job.run.overwrite:
             records.unlock(job.run_dir)

@@ -441,3 +441,28 @@ def test_committed_records_count_as_finished_without_their_weights():
     states = {m.parent: read_state(m.parent) for m in markers}
     problems = [f"{run}: {s.problem or s.status}" for run, s in states.items() if s.status != "done"]
     assert not problems, problems[:3]
+
+
+def test_a_killed_writers_temporaries_are_removed_once_the_lock_is_taken(tmp_path):
+    # atomic_write_bytes leaves .<name>.<random>.tmp when its process is killed between write and
+    # rename; the next process to take the run's lock removes them, and only then.
+    import json
+    from types import SimpleNamespace
+
+    from kanx.records import LOCK, unlock
+    from kanx.runner import _lock_pending
+
+    def job(name):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "checkpoint.pt").write_bytes(b"kept")
+        for tmp in (".checkpoint.pt.k3j9.tmp", ".metrics.csv.x1y2.tmp"):
+            (run_dir / tmp).write_bytes(b"half")
+        return SimpleNamespace(run_dir=run_dir, label=name, config_hash="h", run=SimpleNamespace(overwrite=False))
+
+    free, held = job("free"), job("held")
+    (held.run_dir / LOCK).write_text(json.dumps({"host": "another-host", "pid": 1}))  # a live lock elsewhere
+    assert _lock_pending([free, held]) == [free]
+    assert not list(free.run_dir.glob("*.tmp")) and (free.run_dir / "checkpoint.pt").read_bytes() == b"kept"
+    assert len(list(held.run_dir.glob(".*.tmp"))) == 2  # another process may still be writing them
+    unlock(free.run_dir)
