@@ -64,14 +64,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def remove_half_written(run_dir: Path) -> list[Path]:
+def remove_half_written(run_dir: Path) -> None:
     """Delete the temporaries ``atomic_write_bytes`` leaves in a run's folder when its process is
     killed between writing and renaming (``.<name>.<random>.tmp``). Call it only while holding
     the run's lock: then no live process is writing them."""
-    gone = sorted(Path(run_dir).glob(".*.tmp"))
-    for tmp in gone:
+    for tmp in Path(run_dir).glob(".*.tmp"):
         tmp.unlink(missing_ok=True)
-    return gone
 
 
 def write_record(run_dir: Path, record: dict) -> Path:

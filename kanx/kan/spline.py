@@ -186,21 +186,27 @@ def _planes(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool):
     return j, torch.stack(N), silu, (torch.stack(dN) if with_derivative else None), dsilu
 
 
+def _basis_planes(j: torch.Tensor, N, C: int, K: int) -> list[torch.Tensor]:
+    """The C planes B_0(x), ..., B_{C-1}(x) (M, I, B each) from the local values N = [N_0, ..., N_K]
+    (or anything indexed alike): B_c(x) = N_{c-j+K} where 0 <= c-j+K <= K, else 0 (K+1 selects
+    per feature). Unstacked, so a compiled caller can reduce each plane where it is made."""
+    zero = torch.zeros((), dtype=N[0].dtype, device=N[0].device)
+    planes = []
+    for c in range(C):  # B_c(x) is N_r where j = c+K-r
+        v = torch.where(j == c + K, N[0], zero)
+        for r in range(1, K + 1):
+            v = torch.where(j == c + K - r, N[r], v)
+        planes.append(v)
+    return planes
+
+
 def _dense(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int) -> torch.Tensor:
     """Features feats[m, f, i, b] = [silu(x), B_0(x), ..., B_{C-1}(x)] (M, 1+C, I, B) from the local
-    basis: B_c(x) = N_{c-j+K} where 0 <= c-j+K <= K, else 0 (K+1 selects per feature).
+    basis (``_basis_planes``).
 
     Built as 1+C planes of (M, I, B) stacked at once: compiled, every plane is written from the
     same loop over (M, I, B) that computes the local basis, which is never stored."""
-    zero = torch.zeros((), dtype=N[0].dtype, device=N[0].device)
-    planes = [silu]
-    for c in range(C):
-        r_c = (c + K) - j  # B_c(x) is N_{r_c}
-        v = torch.where(r_c == 0, N[0], zero)
-        for r in range(1, K + 1):
-            v = torch.where(r_c == r, N[r], v)
-        planes.append(v)
-    return torch.stack(planes, dim=1)
+    return torch.stack([silu, *_basis_planes(j, N, C, K)], dim=1)
 
 
 def _dense_scatter(j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, C: int, K: int) -> torch.Tensor:
@@ -293,19 +299,12 @@ def _forward_one(x: torch.Tensor, grid: torch.Tensor, w: torch.Tensor, K: int, w
 
 def _grad_w_one(g: torch.Tensor, j: torch.Tensor, N: torch.Tensor, silu: torch.Tensor, K: int, C: int) -> torch.Tensor:
     """d loss / d w (M, 1+C, I) = sum_b feats[m,f,i,b] g[m,b] of a layer with one output
-    (g = grad_out[..., 0] (M, B)) from the local basis: feature c of an input is N_r where
-    j = c+K-r, so its term is the selected N_r g; each feature a streaming reduction along the
-    batch, summed alike for every pack size (compiled)."""
+    (g = grad_out[..., 0] (M, B)) from the local basis: feature c's term is the N_r g that
+    ``_basis_planes`` selects for it; each feature a streaming reduction along the batch, summed
+    alike for every pack size (compiled)."""
     g = g.unsqueeze(1)  # (M, 1, B)
-    terms = [N[r] * g for r in range(K + 1)]
-    zero = torch.zeros((), dtype=g.dtype, device=g.device)
-    out = [(silu * g).sum(-1)]
-    for c in range(C):
-        v = torch.where(j == c + K, terms[0], zero)
-        for r in range(1, K + 1):
-            v = torch.where(j == c + K - r, terms[r], v)
-        out.append(v.sum(-1))
-    return torch.stack(out, 1)
+    planes = _basis_planes(j, [N[r] * g for r in range(K + 1)], C, K)  # feats * g, never stacked
+    return torch.stack([(silu * g).sum(-1), *(p.sum(-1) for p in planes)], 1)
 
 
 def _forward_eager(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool):
