@@ -58,8 +58,10 @@ RECORD_FIELDS: tuple[str, ...] = (
     "error", "target_unit",
 )
 # record["metrics"]: test_rmse_one_step only for the dynamical systems (its multi-step rollouts
-# are test_rmse); the structure of the trained model (kanx.kan.structure) follows the errors.
+# are test_rmse), and with it RECORD_ROLLOUT, the rollout error curve {"h": RMSE} of
+# kanx.data.metrics; the structure of the trained model (kanx.kan.structure) follows the errors.
 RECORD_ERRORS: tuple[str, ...] = ("test_rmse", "train_rmse", "test_rmse_one_step")
+RECORD_ROLLOUT = "rollout_rmse"
 RECORD_STRUCTURE: tuple[str, ...] = ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")
 RECORD_METRICS: tuple[str, ...] = (*RECORD_ERRORS, *RECORD_STRUCTURE)
 # record["timing"]: what the analysis reads of it (the writer adds train_s, pack_size, device).

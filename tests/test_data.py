@@ -230,7 +230,24 @@ def true_map(name):
 def test_true_map_scores_zero(name):
     datasets = [load(name, seed=0), load(name, seed=1)]
     for metrics in evaluate_members(datasets, true_map(name)):
+        ladder = metrics.pop("rollout_rmse")
         assert metrics == {"train_rmse": 0.0, "test_rmse": 0.0, "test_rmse_one_step": 0.0}
+        assert set(ladder.values()) == {0.0}
+
+
+@pytest.mark.parametrize("name", ["ikeda", "ecosystem"])
+def test_the_rollout_ladder_holds_every_rung_and_agrees_with_the_plans_it_contains(name):
+    from kanx.data.metrics import rollout_rungs
+
+    ds = load(name, horizon=10)
+    (metrics,) = evaluate_members([ds], mean_predictor([ds]))
+    ladder = metrics["rollout_rmse"]
+    assert list(ladder) == [str(h) for h in rollout_rungs(ds.n_test)] and ladder[str(ds.n_test)] is not None
+    assert [int(h) for h in ladder][:4] == [1, 2, 5, 10] and int(list(ladder)[-1]) == ds.n_test
+    assert ladder["1"] == pytest.approx(metrics["test_rmse_one_step"], rel=1e-12)  # one-step rollouts tiling the segment
+    assert ladder[str(ds.horizon)] == pytest.approx(metrics["test_rmse"], rel=1e-12)  # the configured plan is one rung
+    whole = load(name)  # one rollout over the whole segment
+    assert ladder[str(ds.n_test)] == pytest.approx(evaluate_members([whole], mean_predictor([whole]))[0]["test_rmse"], rel=1e-12)
 
 
 def test_ikeda_rollout_from_a_nearby_state_saturates_at_the_attractor_spread():
@@ -284,8 +301,9 @@ def test_non_finite_predictions_give_nan_for_that_member_only():
         return out
 
     good, bad = evaluate_members(datasets, second_member_blows_up)
-    assert good == {"train_rmse": 0.0, "test_rmse": 0.0, "test_rmse_one_step": 0.0}
-    assert all(math.isnan(v) for v in bad.values()) and all(isinstance(v, float) for v in bad.values())
+    good_ladder, bad_ladder = good.pop("rollout_rmse"), bad.pop("rollout_rmse")
+    assert good == {"train_rmse": 0.0, "test_rmse": 0.0, "test_rmse_one_step": 0.0} and set(good_ladder.values()) == {0.0}
+    assert all(math.isnan(v) for v in (*bad.values(), *bad_ladder.values())) and all(isinstance(v, float) for v in bad.values())
 
 
 def test_evaluate_members_scores_datasets_of_one_shape_and_rejects_others():

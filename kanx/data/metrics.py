@@ -4,6 +4,13 @@ RMSE = sqrt(mean over samples and output variables of the squared error). For th
 dynamical systems the reported test RMSE is the multi-step RMSE (Sec. "Pareto analysis"):
 the model runs free from a test state, its own predictions fed back as inputs, and is
 scored against the true trajectory over every step and state variable.
+
+The paper does not say how long its rollouts are, and the number depends on it: short
+rollouts measure the model, long ones saturate at the attractor's spread for every model.
+So a dynamical record keeps the whole error curve (`rollout_rmse`: the RMSE of rollouts of h
+steps tiling the test segment, for every rung h of ROLLOUT_LADDER and the whole segment),
+and the analysis can read any rung without retraining; `test_rmse` is the rung the
+dataset's config names (`dataset.horizon`).
 """
 
 from __future__ import annotations
@@ -13,9 +20,19 @@ from collections.abc import Callable, Sequence
 import torch
 
 from kanx.data.dataset import Dataset
-from kanx.data.dynamics import free_run
+from kanx.data.dynamics import free_run, rollout_plan
+from kanx.vocab import RECORD_ROLLOUT
 
 Predict = Callable[[torch.Tensor], torch.Tensor]  # raw (M, N, q) -> raw (M, N, p)
+
+# Rollout lengths (steps) of the error curve every dynamical record holds; the whole test
+# segment (one rollout of n_test steps) is its last rung.
+ROLLOUT_LADDER: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+
+
+def rollout_rungs(n_test: int) -> tuple[int, ...]:
+    """The ladder's rungs shorter than the test segment, then the whole segment."""
+    return (*(h for h in ROLLOUT_LADDER if h < n_test), n_test)
 
 
 def rmse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -58,13 +75,15 @@ def _check_same_kind(datasets: Sequence[Dataset]) -> Dataset:
 
 
 @torch.no_grad()
-def evaluate_members(datasets: Sequence[Dataset], predict: Predict) -> list[dict[str, float]]:
+def evaluate_members(datasets: Sequence[Dataset], predict: Predict) -> list[dict]:
     """Train and test RMSE of M models in raw units; member m is scored on datasets[m].
 
     predict maps raw inputs (M, N, q) to raw predictions (M, N, p). Returns one dict per
     member with "train_rmse" and "test_rmse"; for a dynamical dataset "test_rmse" is the
-    multi-step rollout RMSE and "test_rmse_one_step" is added. Rollouts of all members run
-    batched, one step at a time.
+    multi-step rollout RMSE of the dataset's rollout plan, "test_rmse_one_step" is added, and
+    "rollout_rmse" maps each rung h of `rollout_rungs` (as a string, JSON's key type) to the
+    RMSE of the n_test // h rollouts of h steps that tile the test segment. Rollouts of all
+    members run batched, one step at a time.
     """
     first = _check_same_kind(datasets)
     predict = _checked(predict, first.n_outputs)
@@ -77,9 +96,20 @@ def evaluate_members(datasets: Sequence[Dataset], predict: Predict) -> list[dict
         "train_rmse": rmse(predict(stacked("x_train")), stacked("y_train")),
         "test_rmse": rmse(predict(x_test), y_test),
     }
+    out = [{key: float(values[m]) for key, values in metrics.items()} for m in range(len(datasets))]
     if first.dynamical:
-        starts = torch.tensor(first.rollout_starts)  # (R,)
-        steps = starts[:, None] + torch.arange(first.horizon)  # (R, H): test index of each step's target
-        metrics["test_rmse_one_step"] = metrics["test_rmse"]
-        metrics["test_rmse"] = rmse(free_run(predict, x_test[:, starts], first.horizon), y_test[:, steps])
-    return [{key: float(values[m]) for key, values in metrics.items()} for m in range(len(datasets))]
+        one_step = metrics["test_rmse"]
+        multi_step = rollout_rmse(predict, x_test, y_test, first.horizon, first.rollout_starts)
+        ladder = {h: rollout_rmse(predict, x_test, y_test, *rollout_plan(first.name, first.n_test, h, None)) for h in rollout_rungs(first.n_test)}
+        for m, row in enumerate(out):
+            row.update(test_rmse=float(multi_step[m]), test_rmse_one_step=float(one_step[m]),
+                       **{RECORD_ROLLOUT: {str(h): float(values[m]) for h, values in ladder.items()}})
+    return out
+
+
+def rollout_rmse(predict: Predict, x_test: torch.Tensor, y_test: torch.Tensor, horizon: int, starts) -> torch.Tensor:
+    """Per-member RMSE of free rollouts of ``horizon`` steps from the test states ``starts``,
+    against the true test trajectory (every step and state variable): (M,)."""
+    starts = torch.tensor(starts)  # (R,)
+    steps = starts[:, None] + torch.arange(horizon)  # (R, H): test index of each step's target
+    return rmse(free_run(predict, x_test[:, starts], horizon), y_test[:, steps])
