@@ -19,7 +19,7 @@ from .collect import load_runs
 from .curves import curve_figures
 from .labels import group_label
 from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
-from .report import Artifacts, build_artifacts
+from .report import Artifacts, build_artifacts, config_mix_line
 from .select import draw_median_models
 from .tables import format_beta
 
@@ -127,6 +127,21 @@ def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> i
     return count
 
 
+def print_config_mixes(mixes: list[dict], at_most: int = 10) -> None:
+    """Say on the terminal, not only in the report, that some cells held records of more than
+    one config: averaging two protocols silently is the mistake this guards against."""
+    if not mixes:
+        return
+    records = len({p for m in mixes for p in m["left_out"]})
+    cells = len({(m["dataset"], m["condition"], m["beta"]) for m in mixes})
+    print(f"warning: {cells} cell{'s hold' if cells > 1 else ' holds'} records of more than one config; each keeps the config that covers "
+          f"the most seeds, {records} record{'s' * (records > 1)} of other configs left out (report.md lists them all; differences read kept vs left out):")
+    for m in mixes[:at_most]:
+        print("  " + config_mix_line(m, at_most=2).replace("`", ""))
+    if len(mixes) > at_most:
+        print(f"  ... and {len(mixes) - at_most} more")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     formats = tuple(f.strip().lower() for f in args.formats.split(",") if f.strip())
@@ -145,6 +160,8 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 1
+
+    print_config_mixes(runs.attrs.get("config_mixes", []))
 
     published = published_hv = None
     dataset, hv_source = args.published_dataset, ""
