@@ -16,12 +16,19 @@ Records are written by hand (no training): each test builds the few files it nee
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+from helpers import ROOT
 
 from kanx.analyze import load_runs, seed_medians
 from kanx.analyze.__main__ import main as analyze
-from kanx.records import write_record
+from kanx.records import integrity_problem, write_record
 from kanx.vocab import DONE, METRICS
 
 CURVE = "epoch,loss,data_loss,lc,beta,open_gates,exit,lr,elapsed_s\n" + "".join(
@@ -117,3 +124,107 @@ def test_records_that_differ_only_in_keys_that_do_not_define_a_run_pool_silently
     assert runs.attrs.get("config_mixes", []) == [] and cell(runs)["n_total"] == 2
     assert analyze([str(root), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+# --- cause 2: damaged training curves --------------------------------------------------------
+
+DAMAGED = {
+    "empty": b"",  # pandas: EmptyDataError
+    "not text": bytes(range(128, 256)) * 8,  # UnicodeDecodeError
+    "no curve columns": b"a,b\n1,2\n",  # nothing to draw: ZeroDivisionError in the figure layout
+    "cut short": CURVE.encode()[:150],  # parses, but is not what the run sealed
+}
+
+
+def damage(folder: Path, kind: str) -> None:
+    """Replace a sealed run's curve by a damaged one, as a shared file system or a hand can."""
+    (folder / METRICS).write_bytes(DAMAGED[kind])
+
+
+def test_the_done_marker_covers_the_curve_and_an_older_marker_stays_valid(tmp_path):
+    folder = write_run(tmp_path, "run", record(0), curve=CURVE)
+    assert METRICS in json.loads((folder / DONE).read_text())["sha256"]
+    assert integrity_problem(folder, files=(METRICS,)) is None
+    damage(folder, "cut short")
+    problem = integrity_problem(folder, files=(METRICS,))
+    assert problem and "metrics.csv is corrupt" in problem
+    assert integrity_problem(folder) is None  # the record and the run stay good: a damaged curve costs only the curve
+    (folder / METRICS).unlink()
+    assert integrity_problem(folder, files=(METRICS,)) is None  # curves set aside (gpu_stash.sh) are no fault
+
+    older = write_run(tmp_path, "older", record(1), curve=CURVE)
+    marker = json.loads((older / DONE).read_text())
+    del marker["sha256"][METRICS]  # a marker written before curves were checksummed
+    (older / DONE).write_text(json.dumps(marker))
+    damage(older, "cut short")
+    assert integrity_problem(older, files=(METRICS,)) is None and integrity_problem(older) is None
+
+
+@pytest.mark.parametrize("kind", list(DAMAGED))
+def test_analyze_curves_skips_a_damaged_curve_and_lists_it(tmp_path, capsys, kind):
+    root, out = tmp_path / "results", tmp_path / "out"
+    write_run(root, "concrete/E/default/beta=0.01,seed=0", record(0), curve=CURVE)
+    bad = write_run(root, "concrete/E/default/beta=0.01,seed=1", record(1), curve=CURVE)
+    damage(bad, kind)
+    assert analyze([str(root), "--out", str(out), "--formats", "png", "--curves", "all"]) == 0
+    stdout = capsys.readouterr().out
+    assert "2 records read, 0 skipped" in stdout  # the run still counts
+    assert "warning: 1 damaged training curve not drawn" in stdout and "  concrete/E/default/beta=0.01,seed=1: " in stdout, stdout
+    report = (out / "report.md").read_text()
+    assert "Damaged training curves, not drawn (1;" in report and "- `concrete/E/default/beta=0.01,seed=1`: " in report
+    drawn = sorted(p.relative_to(out / "figures" / "curves").as_posix() for p in (out / "figures" / "curves").rglob("*.png"))
+    assert drawn == ["concrete/E/beta=0.01,seed=0.png", "concrete/E/beta=0.01.png"]
+
+
+@pytest.mark.parametrize("kind", list(DAMAGED))
+def test_history_of_a_damaged_curve_raises_one_error_naming_the_file(tmp_path, kind):
+    from kanx.load import TrainedRun
+
+    folder = write_run(tmp_path, "run", record(0), curve=CURVE)
+    run = TrainedRun(record={}, config={}, model=None, scaling=None, run_dir=folder)
+    assert run.history["epoch"].tolist() == list(range(1, 11))
+    damage(folder, kind)
+    with pytest.raises(Exception) as caught:
+        run.history  # noqa: B018
+    assert type(caught.value).__name__ == "CurveError" and isinstance(caught.value, ValueError), repr(caught.value)
+    assert str(folder / METRICS) in str(caught.value)
+
+
+def test_a_spliced_curve_of_a_finished_run_stays_vouched_for(tmp_path):
+    """gpu_unpack.sh: a GPU window finished the run from its checkpoint and sealed the rows it wrote
+    (epochs 6-10); here the earlier rows (1-5) come back from .stash/, then the window's rows are
+    spliced on. The spliced curve is the run's whole curve, and its marker must say so."""
+    from kanx.curves import read_history, splice
+
+    lines = CURVE.splitlines(keepends=True)
+    folder = write_run(tmp_path, "results/run", record(0), curve=lines[0] + "".join(lines[6:]))
+    returned = tmp_path / "returned" / "run" / METRICS
+    returned.parent.mkdir(parents=True)
+    returned.write_text(lines[0] + "".join(lines[6:]))
+    (folder / METRICS).write_text("".join(lines[:6]))  # the set-aside rows, back from .stash/
+    assert splice(folder / METRICS, returned) == 10
+    assert read_history(folder)["epoch"].tolist() == list(range(1, 11))
+    assert METRICS in json.loads((folder / DONE).read_text())["sha256"]
+    assert integrity_problem(folder, files=(METRICS,)) is None and integrity_problem(folder) is None
+
+
+def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_vouched_for(tmp_path):
+    """scripts/gpu_stash.sh back: the curve was set aside (rows 1-5) while the run resumed here and
+    finished, sealing the rows it wrote (6-10); the restored curve is both, vouched for."""
+    repo, run = tmp_path / "repo", "results/paper/concrete/E/default/beta=0.01,seed=0"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_stash.sh", repo / "scripts")
+    lines = CURVE.splitlines(keepends=True)
+    (repo / run).mkdir(parents=True)
+    (repo / run / METRICS).write_text("".join(lines[:6]))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    (repo / ".gitignore").write_text("/.stash/\n")
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "t"]):
+        subprocess.run([*git, *command], cwd=repo, check=True)
+    env = os.environ | {"PYTHON": sys.executable, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    assert subprocess.run(["bash", "scripts/gpu_stash.sh", "out"], cwd=repo, capture_output=True, env=env).returncode == 0
+    write_run(repo, run, record(0), curve=lines[0] + "".join(lines[6:]))  # resumed here from epoch 5 and finished
+    back = subprocess.run(["bash", "scripts/gpu_stash.sh", "back"], cwd=repo, capture_output=True, text=True, env=env)
+    assert back.returncode == 0 and "spliced 1 training curves" in back.stdout, back.stdout + back.stderr
+    assert integrity_problem(repo / run, files=(METRICS,)) is None and integrity_problem(repo / run) is None
+    assert [int(line.split(",")[0]) for line in (repo / run / METRICS).read_text().splitlines()[1:]] == list(range(1, 11))

@@ -101,11 +101,12 @@ beta) cell the seeds are overlaid (pi: each seed's probability of the exit it se
 end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks the end of the warmup (the last logged epoch before beta is in force)."""
 
 
-def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> int:
+def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> tuple[int, list[tuple[str, str]]]:
     """Draw the training curves (kanx.analyze.curves) as PNGs below ``out`` and list them in
-    the report; saved one at a time, since the whole paper has thousands. Returns the count."""
-    lines, count, dataset_shown = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None
-    for c in curve_figures(runs, root, per_run):
+    the report; saved one at a time, since the whole paper has thousands. Returns the count and
+    the damaged curves left out, (run folder, why), which the report lists too."""
+    lines, count, dataset_shown, skipped = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None, []
+    for c in curve_figures(runs, root, per_run, skipped):
         path = out / f"{c.stem}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         c.figure.savefig(path, dpi=100)
@@ -121,10 +122,13 @@ def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> i
             lines[-1] += f"{' · runs:' if first_run else ''} [seed {c.seed}]({link})"
             first_run = False
     if not count:
-        lines.append("No run below the results root has a metrics.csv (runs from before kanx wrote training curves).")
+        lines.append("No run below the results root has a usable metrics.csv (runs from before kanx wrote training curves, or damaged ones).")
+    if skipped:
+        lines += ["", f"Damaged training curves, not drawn ({len(skipped)}; the runs' records still count):", ""]
+        lines += [f"- `{folder}`: {why}" for folder, why in skipped]
     with report.open("a") as fh:
         fh.write("\n".join(lines) + "\n")
-    return count
+    return count, skipped
 
 
 def print_config_mixes(mixes: list[dict], at_most: int = 10) -> None:
@@ -193,8 +197,11 @@ def main(argv=None) -> int:
     )
     report = write_artifacts(art, args.out or args.root, formats)
     if args.curves:
-        drawn = append_curves(Path(report), runs, args.root, args.out or args.root, per_run=args.curves == "all")
+        drawn, bad = append_curves(Path(report), runs, args.root, args.out or args.root, per_run=args.curves == "all")
         print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
+        if bad:
+            print(f"warning: {len(bad)} damaged training curve{'s' * (len(bad) > 1)} not drawn (report.md lists them; the runs' records still count):")
+            print("\n".join(f"  {folder}: {why}" for folder, why in bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""))
     if args.draw:
         append_model_drawings(Path(report), args.root, args.draw)
     print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker, unreadable, or changed since its done marker)")
