@@ -24,11 +24,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import ROOT
 
 from kanx.analyze import load_runs, seed_medians
 from kanx.analyze.__main__ import main as analyze
 from kanx.records import integrity_problem, write_record
+from kanx.status import collect
+from kanx.status import main as status
 from kanx.vocab import DONE, METRICS
 
 CURVE = "epoch,loss,data_loss,lc,beta,open_gates,exit,lr,elapsed_s\n" + "".join(
@@ -228,3 +231,70 @@ def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_v
     assert back.returncode == 0 and "spliced 1 training curves" in back.stdout, back.stdout + back.stderr
     assert integrity_problem(repo / run, files=(METRICS,)) is None and integrity_problem(repo / run) is None
     assert [int(line.split(",")[0]) for line in (repo / run / METRICS).read_text().splitlines()[1:]] == list(range(1, 11))
+
+
+# --- cause 3: kanx.status on corrupt records and bad checkpoints ------------------------------
+
+
+def status_record(seed: int) -> dict:
+    rec = record(seed, beta=0.1)
+    rec["config"]["dataset"]["betas"] = [0.1]
+    return rec
+
+
+def states(root: Path) -> dict[int, tuple[str, str | None]]:
+    (sweep,) = collect(root)
+    return {r.seed: (r.state, getattr(r, "why", None)) for r in sweep.runs if r.seed < 4}
+
+
+def test_status_shows_a_corrupt_record_as_corrupt_and_says_why(tmp_path, capsys):
+    sweep = tmp_path / "concrete" / "E" / "default"
+    write_run(sweep, "beta=0.1,seed=0", status_record(0))
+    edited = write_run(sweep, "beta=0.1,seed=1", status_record(1))
+    (edited / "record.json").write_text((edited / "record.json").read_text().replace('"test_rmse": 5.0', '"test_rmse": 0.5'))
+    garbled = sweep / "beta=0.1,seed=2"
+    garbled.mkdir()
+    (garbled / "record.json").write_text('{"schema_version": 1, "dataset": "conc')  # cut short, under a marker from before checksums
+    (garbled / DONE).write_text("")
+    damage(write_run(sweep, "beta=0.1,seed=3", status_record(3), curve=CURVE), "not text")  # a damaged curve: the run is still ok
+
+    found = states(tmp_path)
+    assert {seed: state for seed, (state, _) in found.items()} == {0: "ok", 1: "corrupt", 2: "corrupt", 3: "ok"}
+    assert "sha256 differs" in found[1][1] and "not a JSON record" in found[2][1]
+
+    assert status([str(tmp_path), "--runs"]) == 0
+    text = capsys.readouterr().out
+    assert "corrupt" in text.splitlines()[0]  # its own column, where some run is corrupt
+    assert f"  beta=0.1 seed=1: corrupt ({edited / 'record.json'} is corrupt: its sha256 differs" in text, text
+    assert status([str(tmp_path), "--json"]) == 0
+    (out,) = json.loads(capsys.readouterr().out)
+    assert out["corrupt"] == 2 and out["ok"] == 2
+    assert [r["state"] for r in out["runs"] if r["seed"] in (1, 2)] == ["corrupt", "corrupt"]
+
+
+class NotPlainData:
+    """A pickled object in a checkpoint: kanx loads tensors and plain data only."""
+
+
+def test_status_shows_an_unloadable_checkpoint_as_bad_and_says_why(tmp_path, capsys):
+    sweep = tmp_path / "concrete" / "E" / "default"
+    write_run(sweep, "beta=0.1,seed=0", status_record(0))  # the record config gives the expected grid
+    for seed in (1, 2, 3):
+        (sweep / f"beta=0.1,seed={seed}").mkdir(parents=True)
+    good = sweep / "beta=0.1,seed=1" / "checkpoint.pt"
+    torch.save({"config_hash": "x", "epoch": 50, "state": {"w": torch.zeros(100)}}, good)
+    cut = sweep / "beta=0.1,seed=2" / "checkpoint.pt"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    torch.save({"config_hash": "x", "epoch": 70, "extra": NotPlainData()}, sweep / "beta=0.1,seed=3" / "checkpoint.pt")
+
+    found = states(tmp_path)
+    assert {seed: state for seed, (state, _) in found.items()} == {0: "ok", 1: "checkpointed", 2: "bad checkpoint", 3: "bad checkpoint"}
+    assert "cannot be loaded" in found[2][1] and "pickled Python objects" in found[3][1]
+    (s,) = collect(tmp_path)
+    assert [r.epoch for r in s.runs if r.seed in (1, 2, 3)] == [50, None, None]
+
+    assert status([str(tmp_path), "--runs"]) == 0
+    text = capsys.readouterr().out
+    assert "bad checkpoint" in text.splitlines()[0]
+    assert f"  beta=0.1 seed=2: bad checkpoint ({cut} cannot be loaded" in text, text
+    assert "  beta=0.1 seed=1: checkpointed at epoch 50" in text
