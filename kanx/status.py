@@ -309,7 +309,7 @@ def eta_seconds(runs: list[Run], protocol: tuple[int, int, int] | None, rate: fl
     epochs, batches, pack_size = protocol
     starts: dict[int, int] = {}
     for r in left:
-        start = r.epoch if r.state in ("checkpointed", "running") and r.epoch is not None else 0
+        start = r.epoch if r.state in ("checkpointed", "running", "corrupt") and r.epoch is not None else 0  # the runner resumes a corrupt run from its checkpoint
         starts[start] = starts.get(start, 0) + 1
     steps = sum(math.ceil(n / pack_size) * max(epochs - e, 0) * batches for e, n in starts.items())
     return steps / rate

@@ -243,11 +243,12 @@ def load_runs(root: str | Path) -> pd.DataFrame:
             continue
         try:
             record = json.loads(path.read_text())
-            rows.append(_row(record, rel))
-            setups.append(setup_of(record))
+            row, setup = _row(record, rel), setup_of(record)
         except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
             skipped.append((rel, f"unreadable record: {exc}"))
             continue
+        rows.append(row)
+        setups.append(setup)
         mtimes.append((path.parent / DONE_NAME).stat().st_mtime_ns)
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     mixes = []
