@@ -7,8 +7,6 @@ Model code (kanx.kan) never sees Hydra or OmegaConf; this module is the boundary
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -17,6 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from kanx.errors import ConfigError
+from kanx.identity import ADDED_LATER, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.network import Condition, KANSpec
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 
@@ -25,15 +24,6 @@ INPUT_SCALINGS = ("minmax", "standardize", "none")
 GATE_ESTIMATORS = ("threshold", "louizos")
 # Keys of the `dataset` node that configure kanx rather than the dataset loader.
 _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
-# Keys that do not change a run's numbers: left out of its identity hash.
-_NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas")
-# Keys added after records existed, with the value that reproduces the behaviour from before
-# them: left out of the hash while they hold it, so older records keep their identity.
-# model.grid_refit_points: records from before it refit on 256 order statistics (the default
-# then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
-ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax",
-               "train.tau_x_epochs": None}
-
 # Readings of the exit gate left open by the text (issue #18; docs/CALIBRATION.md "The exit
 # gate without egates"): which conditions have beta = 0 during the warmup, and the pi of L_C.
 WARMUP_FOR = ("all", "egates")
@@ -310,43 +300,3 @@ def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:
     _require(w[0] == n_inputs, f"model.width={w} starts with {w[0]}, but dataset {run.data.name!r} has {n_inputs} inputs")
     _require(w[-1] == n_outputs, f"model.width={w} ends with {w[-1]}, but dataset {run.data.name!r} has {n_outputs} outputs")
     return run
-
-
-_ANY = object()
-
-
-def _pop_key(c: dict, dotted: str, only_if=_ANY) -> None:
-    """Remove `a` or `a.b` from c, if present (and, with only_if, holding that value)."""
-    *path, key = dotted.split(".")
-    node = c.get(path[0], {}) if path else c
-    if key in node and (only_if is _ANY or node[key] == only_if):
-        del node[key]
-
-
-def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
-    """The dotted keys whose values differ between two resolved configs (run-defining keys only)."""
-    out = []
-    for key in sorted(set(a) | set(b)):
-        dotted = f"{prefix}{key}"
-        if dotted in _NOT_RUN_DEFINING or key == "hydra":
-            continue
-        x, y = a.get(key, "<absent>"), b.get(key, "<absent>")
-        if dotted in ADDED_LATER and {x, y} <= {"<absent>", ADDED_LATER[dotted]}:
-            continue  # a key added later, at the value that reproduces the behaviour before it
-        if isinstance(x, dict) and isinstance(y, dict):
-            out += config_differences(x, y, f"{dotted}.")
-        elif x != y:
-            out.append(f"{dotted}: {x!r} there, {y!r} now")
-    return out
-
-
-def config_hash(container: dict) -> str:
-    """Identity of a run: a hash of its resolved config without the keys that do not
-    change its numbers (device, paths, checkpoint cadence, pack size)."""
-    c = json.loads(json.dumps(container, default=str))
-    c.pop("hydra", None)
-    for dotted in _NOT_RUN_DEFINING:
-        _pop_key(c, dotted)
-    for dotted, neutral in ADDED_LATER.items():
-        _pop_key(c, dotted, only_if=neutral)
-    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]

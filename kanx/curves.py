@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from kanx import records, vocab
+from kanx import history, records, vocab
+from kanx.hashing import sha256_of
 from kanx.kan.objective import complexity
 from kanx.trainer import Progress, Trainer
 
@@ -94,13 +95,18 @@ def splice(earlier: Path, later: Path) -> int:
     process that resumed it without ``earlier`` at hand (a GPU window, whose tree leaves the curves
     behind): ``earlier``'s rows before ``later``'s first epoch, then all of ``later``'s, as a resume
     with both present would have written them. Where ``earlier`` already reaches ``later``'s last
-    epoch (the run went further here meanwhile, or finished), it is left as it is. Returns the
-    number of rows written (0: left as it is)."""
+    epoch (the run went further here meanwhile, or finished), it is left as it is. A finished run's
+    done marker that vouched for either curve vouches for the spliced one. Returns the number of
+    rows written (0: left as it is)."""
     rows, have = _read_rows(Path(later)), _read_rows(Path(earlier))
     if not rows or (have and have[-1]["epoch"] >= rows[-1]["epoch"]):
         return 0
     spliced = [r for r in have if r["epoch"] < rows[0]["epoch"]] + rows
+    was = {sha256_of(p) for p in (Path(earlier), Path(later)) if p.is_file()}
     _write_rows(Path(earlier), spliced)
+    # A run the window finished was sealed with the curve of its last stretch only: the whole
+    # curve replaces it on purpose, so its done marker must vouch for it, or the curve reads as damaged.
+    history.vouch_for_rewritten_curve(Path(earlier).parent, was)
     return len(spliced)
 
 
@@ -113,11 +119,9 @@ def _number(text: str):
 
 
 def read_history(run_dir: str | Path):
-    """A run's metrics.csv as a pandas DataFrame (None if the run has none)."""
-    import pandas as pd
-
-    path = Path(run_dir) / METRICS
-    return pd.read_csv(path) if path.exists() else None
+    """A run's metrics.csv as a pandas DataFrame (None if the run has none; kanx.history.CurveError
+    if it is damaged)."""
+    return history.read_history(run_dir)
 
 
 def main(argv=None) -> int:

@@ -74,8 +74,9 @@ class TrainedRun:
 
     @property
     def history(self):
-        """The run's training curves (metrics.csv, kanx.curves) as a DataFrame; None without one."""
-        from kanx.curves import read_history
+        """The run's training curves (metrics.csv, kanx.curves) as a DataFrame; None without one,
+        kanx.history.CurveError (a ValueError) naming the file if it is damaged."""
+        from kanx.history import read_history
 
         return read_history(self.run_dir) if self.run_dir is not None else None
 

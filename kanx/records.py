@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from kanx.hashing import sha256_of
-from kanx.vocab import CHECKPOINT, DONE, LOCK, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
+from kanx.vocab import CHECKPOINT, DONE, LOCK, METRICS, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
 
 
 def finite_or_none(value):
@@ -84,33 +84,43 @@ def write_record(run_dir: Path, record: dict) -> Path:
 
 
 def seal(run_dir: Path, with_model: bool = True) -> None:
-    """Write the done marker with the checksums of record.json and model.pt as they are now
-    (also after a deliberate edit, such as hand-set gates saved back to model.pt)."""
+    """Write the done marker with the checksums of record.json, model.pt and the training curve
+    metrics.csv as they are now (also after a deliberate edit, such as hand-set gates saved back
+    to model.pt)."""
     run_dir = Path(run_dir)
     sums = {RECORD: sha256_of(run_dir / RECORD)}
     if with_model and (run_dir / MODEL).exists():
         sums[MODEL] = sha256_of(run_dir / MODEL)
+    if (run_dir / METRICS).exists():
+        sums[METRICS] = sha256_of(run_dir / METRICS)
     atomic_write_bytes(run_dir / DONE, json.dumps({"sha256": sums}).encode())
 
 
-def integrity_problem(run_dir: Path) -> str | None:
-    """What is wrong with a finished run's files, in one line, or None: a file whose sha256
+def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -> str | None:
+    """What is wrong with a finished run's ``files``, in one line, or None: a file whose sha256
     differs from the one its done marker holds, or one it lists that is missing. A done
-    marker from before checksums (empty) vouches for nothing and is accepted.
+    marker from before checksums (empty), or from before it listed a file, vouches for nothing
+    of it and is accepted.
 
-    A missing model.pt is no problem: weights are not kept in git (``*.pt`` is ignored), so
-    a clone of committed results holds records without weights, and the tables need only
-    the records; load_run and kanx.draw say the weights are absent. A model.pt that is
-    there must match."""
+    A missing model.pt or metrics.csv is no problem: weights are not kept in git (``*.pt`` is
+    ignored), so a clone of committed results holds records without weights, and the tables need
+    only the records; load_run and kanx.draw say the weights are absent; curves are set aside
+    while a GPU window runs (scripts/gpu_stash.sh). A file that is there must match.
+
+    The training curve is checked only when asked for (``files=(METRICS,)``, as its readers do):
+    a damaged curve costs the curve, never the run, whose record still counts and is not
+    trained again."""
     try:
         text = (Path(run_dir) / DONE).read_text()
         sums = json.loads(text).get("sha256", {}) if text.strip() else {}
     except (OSError, ValueError, AttributeError):
         return f"{Path(run_dir) / DONE} is unreadable (not the checksums kanx writes)"
     for name, expected in sums.items():
+        if name not in files:
+            continue
         path = Path(run_dir) / name
         if not path.is_file():
-            if name == MODEL:
+            if name in (MODEL, METRICS):
                 continue
             return f"{path} is missing (its done marker lists it)"
         if sha256_of(path) != expected:

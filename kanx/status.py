@@ -9,8 +9,15 @@ counts once, as the first of these that fits:
 
     ok, collapsed, diverged, failed   its record (with its `done` marker) says so
     running                           its folder holds a file named `lock`
+    corrupt                           a record with a `done` marker, but unreadable or changed since
+                                      (its checksum differs): not counted, trained again
     checkpointed                      a checkpoint.pt (shown with the epochs it holds: 3@500)
+    bad checkpoint                    a checkpoint.pt that cannot be loaded (truncated, not a torch
+                                      file, pickled objects): the run starts again from epoch 0
     missing                           expected, but nothing usable on disk
+
+`--runs` says why a run is corrupt or its checkpoint bad; the table shows those two columns only
+where some run has them.
 
 Expected runs: the betas and seeds of the sweep's config. Read from the `multirun.yaml` Hydra
 writes into the sweep folder (the command line's beta=... seed=... or the config's sweep:
@@ -50,8 +57,9 @@ from kanx.records import read_state
 from kanx.vocab import CHECKPOINT, LOCK, RECORD, UNGATED  # UNGATED: no beta sweep, seeds only at beta 0
 
 MULTIRUN = "multirun.yaml"
-STATES = ("ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing")
-LEFT = ("failed", "running", "checkpointed", "missing")  # what the next invocation trains
+STATES = ("ok", "collapsed", "diverged", "failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")
+LEFT = ("failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")  # what the next invocation trains
+RARE = ("corrupt", "bad checkpoint")  # columns of the table only where some run is in them
 DEFAULT_SEEDS = tuple(range(10))  # conf/config.yaml: hydra.sweeper.params.seed = range(0,10)
 _RUN_DIR = re.compile(r"beta=(?P<beta>[^,/]+),seed=(?P<seed>\d+)")
 
@@ -70,6 +78,7 @@ class Run:
     path: Path | None = None
     stretch: tuple[int, float] | None = None  # (epochs, seconds) of the checkpoint's last stretch, where it says
     pack: dict | None = None  # the checkpoint's pack facts (id, epochs, batches, members), where it says
+    why: str | None = None  # what is wrong, for a corrupt record or a bad checkpoint
 
 
 @dataclass
@@ -98,17 +107,34 @@ class Sweep:
 # ---------------------------------------------------------------------------- reading
 
 
-def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None, dict | None]:
-    """The epoch a checkpoint holds, (epochs, training seconds) of its last stretch, and its pack
-    facts (id, epochs, batches, members), where the checkpoint says (stretch seconds since
-    2026-11-27, pack facts since 2026-11-27 06:30 UTC); None for what cannot be read."""
+def load_checkpoint(run_dir: Path) -> tuple[dict | None, str | None]:
+    """The checkpoint as the runner loads it (tensors and plain data only) with an integer epoch,
+    or None and why not: the runner then starts the run again."""
+    import pickle
+
     import torch  # only here: the rest of the status reads JSON and YAML
 
     try:
         ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True)
-        epoch = int(ckpt["epoch"])
-    except Exception:
-        return None, None, None
+        int(ckpt["epoch"])
+    except pickle.UnpicklingError:
+        return None, "holds pickled Python objects other than tensors and plain data, which kanx does not load (unpickling can run code)"
+    except Exception as e:  # whatever torch raises for a truncated or foreign file
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+        return None, f"cannot be loaded ({type(e).__name__}{': ' + first if first else ''}): truncated, or not a checkpoint kanx writes"
+    return ckpt, None
+
+
+def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None, dict | None]:
+    """The epoch a checkpoint holds, (epochs, training seconds) of its last stretch, and its pack
+    facts (id, epochs, batches, members), where the checkpoint says (stretch seconds since
+    2026-11-27, pack facts since 2026-11-27 06:30 UTC); None for what cannot be read."""
+    ckpt, _ = load_checkpoint(run_dir)
+    return _checkpoint_facts(ckpt) if ckpt is not None else (None, None, None)
+
+
+def _checkpoint_facts(ckpt: dict) -> tuple[int, tuple[int, float] | None, dict | None]:
+    epoch = int(ckpt["epoch"])
     try:
         last = ckpt["history"][-1]
         stretch = (int(last["epochs"][1]) - int(last["epochs"][0]), float(last["train_s"]))
@@ -122,18 +148,24 @@ def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None
     return epoch, stretch, pack
 
 
-def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, float] | None, dict | None]:
-    """(state, checkpoint epoch, record, the checkpoint's last stretch and pack facts (``read_checkpoint``)) of one run folder."""
+def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, float] | None, dict | None, str | None]:
+    """(state, checkpoint epoch, record, the checkpoint's last stretch and pack facts (``read_checkpoint``),
+    why a record is corrupt or a checkpoint bad) of one run folder."""
     state = read_state(run_dir)
     if state.status in ("done", "failed"):
-        return str(state.record.get("status", "ok")), None, state.record, None, None
+        return str(state.record.get("status", "ok")), None, state.record, None, None, None
     has_checkpoint = (run_dir / CHECKPOINT).exists()
-    epoch, stretch, pack = read_checkpoint(run_dir) if has_checkpoint else (None, None, None)
+    ckpt, bad = load_checkpoint(run_dir) if has_checkpoint else (None, None)
+    epoch, stretch, pack = _checkpoint_facts(ckpt) if ckpt is not None else (None, None, None)
     if (run_dir / LOCK).exists():
-        return "running", epoch, None, stretch, pack
+        return "running", epoch, None, stretch, pack, None
+    if state.problem:  # read_state found a record it does not trust: not finished, however it looks
+        return "corrupt", epoch, None, stretch, pack, state.problem
     if has_checkpoint:
-        return "checkpointed", epoch, None, stretch, pack
-    return "missing", None, None, None, None
+        if bad:
+            return "bad checkpoint", None, None, None, None, f"{run_dir / CHECKPOINT} {bad}"
+        return "checkpointed", epoch, None, stretch, pack, None
+    return "missing", None, None, None, None, None
 
 
 def find_sweeps(root: Path) -> dict[Path, list[Path]]:
@@ -277,7 +309,7 @@ def eta_seconds(runs: list[Run], protocol: tuple[int, int, int] | None, rate: fl
     epochs, batches, pack_size = protocol
     starts: dict[int, int] = {}
     for r in left:
-        start = r.epoch if r.state in ("checkpointed", "running") and r.epoch is not None else 0
+        start = r.epoch if r.state in ("checkpointed", "running", "corrupt") and r.epoch is not None else 0  # the runner resumes a corrupt run from its checkpoint
         starts[start] = starts.get(start, 0) + 1
     steps = sum(math.ceil(n / pack_size) * max(epochs - e, 0) * batches for e, n in starts.items())
     return steps / rate
@@ -309,7 +341,7 @@ def collect(root: str | Path) -> list[Sweep]:
     for sweep_dir, run_dirs in sweeps.items():
         runs, records = [], []
         for run_dir in sorted(run_dirs):
-            state, epoch, record, stretch, pack = run_state(run_dir)
+            state, epoch, record, stretch, pack, why = run_state(run_dir)
             if record is not None:
                 records.append(record)
                 beta, seed = record.get("beta"), record.get("seed")
@@ -317,7 +349,7 @@ def collect(root: str | Path) -> list[Sweep]:
                 m = _RUN_DIR.fullmatch(run_dir.name)
                 beta, seed = (m["beta"], m["seed"]) if m else (None, None)
             try:
-                runs.append(Run(canonical_beta(beta or 0.0), int(seed), state, epoch, run_dir, stretch, pack))
+                runs.append(Run(canonical_beta(beta or 0.0), int(seed), state, epoch, run_dir, stretch, pack, why))
             except (TypeError, ValueError):
                 continue  # a folder that names no run
         rel = sweep_dir.relative_to(root).as_posix() if sweep_dir != root else "."
@@ -401,19 +433,22 @@ def total_eta(sweeps: list[Sweep]) -> float | None:
 
 
 def format_table(sweeps: list[Sweep]) -> str:
-    header = ["sweep", "expected", "ok", "collapsed", "diverged", "failed", "running", "checkpointed", "missing", "ETA", "expected from"]
+    total = {k: sum(s.counts[k] for s in sweeps) for k in STATES}
+    shown = [k for k in STATES if k not in RARE or total[k]]  # a corrupt record or bad checkpoint must not hide in "missing"
+    header = ["sweep", "expected", *shown, "ETA", "expected from"]
     rows = []
     for s in sweeps:
-        c = s.counts
-        rows.append([s.path, str(len(s.runs)), str(c["ok"]), str(c["collapsed"]), str(c["diverged"]), str(c["failed"]),
-                     _checkpointed(s.runs, "running"), _checkpointed(s.runs, "checkpointed"), str(c["missing"]), duration(s.eta_s), s.expected_from])
-    total = {k: sum(s.counts[k] for s in sweeps) for k in STATES}
+        cells = {k: _checkpointed(s.runs, k) if k in ("running", "checkpointed") else str(s.counts[k]) for k in shown}
+        rows.append([s.path, str(len(s.runs)), *cells.values(), duration(s.eta_s), s.expected_from])
     eta = total_eta(sweeps)
     unknown = sum(s.eta_s is None for s in sweeps)
-    rows.append(["all", str(sum(len(s.runs) for s in sweeps)), *(str(total[k]) for k in STATES[:-1]), str(total["missing"]), duration(eta), ""])
+    rows.append(["all", str(sum(len(s.runs) for s in sweeps)), *(str(total[k]) for k in shown), duration(eta), ""])
     notes = ["running / checkpointed: n@epoch (the epochs their checkpoints hold)",
              "ETA: the runs left (failed ones are retried) at the recorded pack step rate (or, before any record, the running process's own), "
              "sweeps one after another; a pack shared by several sweeps (mixed packs) counts once in the total"]
+    if total["corrupt"] or total["bad checkpoint"]:
+        notes.append("corrupt: a record not trusted (unreadable, or changed since its done marker), trained again; "
+                     "bad checkpoint: one that cannot be loaded, the run starts again (--runs says why)")
     if unknown:
         notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s) nor a running process whose checkpoints say its pace")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -431,7 +466,8 @@ def format_runs(sweeps: list[Sweep], root: Path) -> str:
         lines.append(f"{s.path}:")
         for r in left:
             at = f" at epoch {r.epoch}" if r.epoch is not None else ""
-            lines.append(f"  beta={r.beta:g} seed={r.seed}: {r.state}{at}")
+            why = f" ({r.why})" if r.why else ""
+            lines.append(f"  beta={r.beta:g} seed={r.seed}: {r.state}{at}{why}")
     return "\n".join(lines)
 
 
@@ -455,7 +491,7 @@ def main(argv=None) -> int:
     if args.json:
         out = [{"sweep": s.path, "dataset": s.dataset, "condition": s.condition, "tag": s.tag, "expected": len(s.runs),
                 "expected_from": s.expected_from, **s.counts, "eta_s": s.eta_s,
-                "runs": [{"beta": r.beta, "seed": r.seed, "state": r.state, "epoch": r.epoch} for r in s.runs]} for s in sweeps]
+                "runs": [{"beta": r.beta, "seed": r.seed, "state": r.state, "epoch": r.epoch, "why": r.why} for r in s.runs]} for s in sweeps]
         print(json.dumps(out, indent=1))
         return 0
     print(format_table(sweeps))

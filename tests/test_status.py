@@ -56,7 +56,8 @@ def test_counts_and_eta_from_the_records_configs(tmp_path, capsys):
     assert sweeps["concrete/Baseline/default"].counts["ok"] == 10 and len(sweeps["concrete/Baseline/default"].runs) == 10
     e = sweeps["concrete/E/default"]
     assert e.expected_from == "record config" and len(e.runs) == 20  # betas (0, 0.1) x default seeds 0-9
-    assert e.counts == {"ok": 1, "collapsed": 1, "diverged": 1, "failed": 1, "running": 1, "checkpointed": 1, "missing": 14}
+    assert e.counts == {"ok": 1, "collapsed": 1, "diverged": 1, "failed": 1, "running": 1, "corrupt": 0, "checkpointed": 1, "bad checkpoint": 0,
+                        "missing": 14}
     assert [r.epoch for r in e.runs if r.state in ("checkpointed", "running")] == [50, 70]
     # Left: failed + 14 missing from epoch 0 (one pack of 15), one from 50, one from 70; 10 batches an epoch,
     # at the median recorded rate of 50 pack steps/s.
@@ -132,7 +133,8 @@ def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
     assert [s.path for s in sweeps] == [sweep.relative_to(tmp_path).as_posix()]  # not the yaml-only ...=false folder
     s = sweeps[0]
     assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "multirun.yaml")
-    assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "checkpointed": 1, "missing": 1}
+    assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "corrupt": 0, "checkpointed": 1, "bad checkpoint": 0,
+                        "missing": 1}
     assert s.eta_s is not None and s.eta_s > 0  # from the records' own step rate
 
 

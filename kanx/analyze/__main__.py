@@ -19,7 +19,7 @@ from .collect import load_runs
 from .curves import curve_figures
 from .labels import group_label
 from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
-from .report import Artifacts, build_artifacts
+from .report import Artifacts, build_artifacts, config_mix_line
 from .select import draw_median_models
 from .tables import format_beta
 
@@ -101,11 +101,12 @@ beta) cell the seeds are overlaid (pi: each seed's probability of the exit it se
 end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks the end of the warmup (the last logged epoch before beta is in force)."""
 
 
-def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> int:
+def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> tuple[int, list[tuple[str, str]]]:
     """Draw the training curves (kanx.analyze.curves) as PNGs below ``out`` and list them in
-    the report; saved one at a time, since the whole paper has thousands. Returns the count."""
-    lines, count, dataset_shown = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None
-    for c in curve_figures(runs, root, per_run):
+    the report; saved one at a time, since the whole paper has thousands. Returns the count and
+    the damaged curves left out, (run folder, why), which the report lists too."""
+    lines, count, dataset_shown, skipped = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None, []
+    for c in curve_figures(runs, root, per_run, skipped):
         path = out / f"{c.stem}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         c.figure.savefig(path, dpi=100)
@@ -121,10 +122,28 @@ def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> i
             lines[-1] += f"{' · runs:' if first_run else ''} [seed {c.seed}]({link})"
             first_run = False
     if not count:
-        lines.append("No run below the results root has a metrics.csv (runs from before kanx wrote training curves).")
+        lines.append("No run below the results root has a usable metrics.csv (runs from before kanx wrote training curves, or damaged ones).")
+    if skipped:
+        lines += ["", f"Damaged training curves, not drawn ({len(skipped)}; the runs' records still count):", ""]
+        lines += [f"- `{folder}`: {why}" for folder, why in skipped]
     with report.open("a") as fh:
         fh.write("\n".join(lines) + "\n")
-    return count
+    return count, skipped
+
+
+def print_config_mixes(mixes: list[dict], at_most: int = 10) -> None:
+    """Say on the terminal, not only in the report, that some cells held records of more than
+    one config: averaging two protocols silently is the mistake this guards against."""
+    if not mixes:
+        return
+    records = len({p for m in mixes for p in m["left_out"]})
+    cells = len({(m["dataset"], m["condition"], m["beta"]) for m in mixes})
+    print(f"warning: {cells} cell{'s hold' if cells > 1 else ' holds'} records of more than one config; each keeps the config that covers "
+          f"the most seeds, {records} record{'s' * (records > 1)} of other configs left out (report.md lists them all; differences read kept vs left out):")
+    for m in mixes[:at_most]:
+        print("  " + config_mix_line(m, at_most=2).replace("`", ""))
+    if len(mixes) > at_most:
+        print(f"  ... and {len(mixes) - at_most} more")
 
 
 def main(argv=None) -> int:
@@ -145,6 +164,8 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 1
+
+    print_config_mixes(runs.attrs.get("config_mixes", []))
 
     published = published_hv = None
     dataset, hv_source = args.published_dataset, ""
@@ -176,8 +197,11 @@ def main(argv=None) -> int:
     )
     report = write_artifacts(art, args.out or args.root, formats)
     if args.curves:
-        drawn = append_curves(Path(report), runs, args.root, args.out or args.root, per_run=args.curves == "all")
+        drawn, bad = append_curves(Path(report), runs, args.root, args.out or args.root, per_run=args.curves == "all")
         print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
+        if bad:
+            print(f"warning: {len(bad)} damaged training curve{'s' * (len(bad) > 1)} not drawn (report.md lists them; the runs' records still count):")
+            print("\n".join(f"  {folder}: {why}" for folder, why in bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""))
     if args.draw:
         append_model_drawings(Path(report), args.root, args.draw)
     print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker, unreadable, or changed since its done marker)")

@@ -7,10 +7,21 @@ be read, and any record whose sha256 differs from the one its `done` marker hold
 short after the run sealed it: the tables count only what a run wrote; ``kanx.records.seal``
 is the deliberate way to vouch for a changed file).
 
-Duplicates: two records for the same (dataset, condition, beta, seed), e.g. a failed run and
-its re-run in another sweep folder, would count one seed twice. The record whose `done` marker
-is newest wins (ties: the later path); the others stay in the table with ``superseded=True``
-and are left out of every statistic.
+One config per cell: a (dataset, condition, beta) cell pools only records of one config, its
+*setup*: the resolved config without beta, seed and the keys that do not change a run's numbers
+(``kanx.identity``). Where a cell's records disagree (a record of another config copied into a
+sweep's folder, or two sweeps of different epochs in one results root: the analysis reads
+records, not the folders' tags), the cell keeps the setup that covers the most seeds (ties: the
+one whose newest `done` marker is newest, as for duplicates), and the records of any other
+setup stay in the table with ``superseded=True``, left out of every statistic, and are listed
+in ``runs.attrs["config_mixes"]`` with what differs. A mean over two protocols is no protocol's
+result; the majority is the experiment the cell was meant to hold, and the rest is named so it
+can be analyzed on its own.
+
+Duplicates: two records for the same (dataset, condition, beta, seed) of that setup, e.g. a
+failed run and its re-run in another sweep folder, would count one seed twice. The record
+whose `done` marker is newest wins (ties: the later path); the others stay in the table with
+``superseded=True`` and are left out of every statistic.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kanx.identity import ABSENT, ADDED_LATER, differing_keys, run_defining
 from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import RECORD as RECORD_NAME
@@ -66,6 +78,9 @@ INTEGER_COLUMNS: tuple[str, ...] = (
     "n_test",
 )
 KEY: tuple[str, ...] = ("dataset", "condition", "beta", "seed")
+CELL: tuple[str, ...] = KEY[:-1]
+# What may differ between the runs of one cell: the cell is a sweep over these.
+PER_RUN_KEYS: tuple[str, ...] = ("beta", "seed")
 
 
 def canonical_beta(beta, condition: str) -> float:
@@ -142,10 +157,60 @@ def find_records(root: str | Path) -> tuple[list[Path], list[tuple[str, str]]]:
     return done, skipped
 
 
-def _mark_superseded(runs: pd.DataFrame, mtimes: list[int]) -> pd.DataFrame:
+def setup_of(record: dict) -> dict:
+    """The record's config as far as it defines the cell's experiment: without beta and seed
+    (what a cell sweeps) and the keys that do not change a run's numbers."""
+    return run_defining(record.get("config") or {}, also_ignore=PER_RUN_KEYS)
+
+
+def _shown(key: str, value) -> str:
+    if value == ABSENT:  # setup_of drops a key added later at its neutral value: that value is what ran
+        return json.dumps(ADDED_LATER[key]) if key in ADDED_LATER else "absent"
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe_differences(kept: dict, other: dict, at_most: int = 3) -> str:
+    """What differs between two setups, kept value first: `train.epochs 4000 vs 2`."""
+    diff = [f"{key} {_shown(key, x)} vs {_shown(key, y)}" for key, x, y in differing_keys(kept, other)]
+    more = f"; {len(diff) - at_most} more" if len(diff) > at_most else ""
+    return "; ".join(diff[:at_most]) + more if diff else "no run-defining key (only in keys kanx.identity ignores)"
+
+
+def _one_setup_per_cell(runs: pd.DataFrame, setups: list[dict], mtimes: list[int]) -> tuple[pd.Series, list[dict]]:
+    """Which rows are of another setup than their cell keeps (see the module docstring), and a
+    description of each (cell, left-out setup)."""
+    keys = pd.Series([json.dumps(s, sort_keys=True, default=str) for s in setups], index=runs.index)
+    other = pd.Series(False, index=runs.index)
+    mixes = []
+    for cell, rows in runs.groupby(list(CELL), sort=False):
+        mine = keys[rows.index]
+        if mine.nunique() == 1:
+            continue
+
+        def rank(key: str, rows=rows, mine=mine) -> tuple:
+            of = rows[mine == key]
+            return of["seed"].nunique(), max(mtimes[i] for i in of.index), of["path"].max()
+
+        kept = max(mine.unique(), key=rank)
+        kept_rows = rows[mine == kept]
+        for key in sorted(set(mine) - {kept}, key=rank, reverse=True):
+            left = rows[mine == key]
+            other[left.index] = True
+            mixes.append({
+                "dataset": cell[0], "condition": cell[1], "beta": cell[2],
+                "kept": sorted(kept_rows["path"]), "left_out": sorted(left["path"]),
+                "differs": describe_differences(setups[kept_rows.index[0]], setups[left.index[0]]),
+            })
+    return other, mixes
+
+
+def _mark_superseded(runs: pd.DataFrame, mtimes: list[int], setups: list[dict]) -> pd.DataFrame:
+    other, mixes = _one_setup_per_cell(runs, setups, mtimes)
     runs = runs.assign(_mtime=mtimes)
-    newest = runs.sort_values(["_mtime", "path"]).groupby(list(KEY), sort=False).tail(1).index
+    newest = runs[~other].sort_values(["_mtime", "path"]).groupby(list(KEY), sort=False).tail(1).index
     runs["superseded"] = ~runs.index.isin(newest)
+    runs.attrs["config_mixes"] = mixes
     return runs.drop(columns="_mtime")
 
 
@@ -163,11 +228,13 @@ def load_runs(root: str | Path) -> pd.DataFrame:
     """A row per completed record below ``root`` (columns: `RUN_COLUMNS`).
 
     ``usable`` marks the runs that enter medians and log-ratios (status ok or collapsed).
-    ``attrs["skipped"]`` lists (path, reason) for records that do not count.
+    ``attrs["skipped"]`` lists (path, reason) for records that do not count;
+    ``attrs["config_mixes"]`` the cells whose records are of more than one setup: per left-out
+    setup a dict of dataset, condition, beta, kept (paths), left_out (paths) and differs (text).
     """
     root = Path(root)
     paths, skipped = find_records(root)
-    rows, mtimes = [], []
+    rows, mtimes, setups = [], [], []
     for path in paths:
         rel = path.relative_to(root).as_posix()
         problem = integrity_problem(path.parent)
@@ -175,16 +242,23 @@ def load_runs(root: str | Path) -> pd.DataFrame:
             skipped.append((rel, f"not counted: {problem.replace(str(path.parent), str(Path(rel).parent))}"))
             continue
         try:
-            rows.append(_row(json.loads(path.read_text()), rel))
+            record = json.loads(path.read_text())
+            row, setup = _row(record, rel), setup_of(record)
         except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
             skipped.append((rel, f"unreadable record: {exc}"))
             continue
+        rows.append(row)
+        setups.append(setup)
         mtimes.append((path.parent / DONE_NAME).stat().st_mtime_ns)
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    mixes = []
     if len(runs):
-        runs = sort_runs(_mark_superseded(runs, mtimes))
+        runs = _mark_superseded(runs, mtimes, setups)
+        mixes = sorted(runs.attrs["config_mixes"], key=lambda m: (dataset_rank(m["dataset"]), CONDITIONS.index(m["condition"]), m["beta"]))
+        runs = sort_runs(runs)
     runs = runs.astype({"usable": bool, "superseded": bool, "beta": float, **{c: "Int64" for c in INTEGER_COLUMNS}})
     runs.attrs["skipped"] = sorted(skipped)
+    runs.attrs["config_mixes"] = mixes
     return runs
 
 

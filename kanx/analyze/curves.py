@@ -18,6 +18,8 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from kanx.history import CurveError
+from kanx.history import read_history as read_curve
 from kanx.vocab import METRICS
 
 from .labels import group_label
@@ -49,12 +51,13 @@ class CurveFigure:
 
 def read_history(run_dir: Path) -> pd.DataFrame | None:
     """A run's metrics.csv, or None where there is none (runs from before the curves) or it
-    has no rows."""
-    path = Path(run_dir) / METRICS
-    if not path.is_file():
+    has no rows; kanx.history.CurveError where it is damaged or has nothing to draw."""
+    history = read_curve(run_dir)
+    if history is None or not len(history):
         return None
-    history = pd.read_csv(path)
-    return history if len(history) else None
+    if not any(has_panel(history, column) for column, _, _ in PANELS):
+        raise CurveError(f"{Path(run_dir) / METRICS} has none of the columns drawn ({', '.join(c for c, _, _ in PANELS)})")
+    return history
 
 
 def pi_columns(history: pd.DataFrame) -> list[str]:
@@ -127,6 +130,13 @@ def run_figure(history: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
+def _selected_pi(history: pd.DataFrame) -> pd.Series | None:
+    """pi of the exit the run selects at the end; None where the curve logs no such exit."""
+    final = history["exit"].iloc[-1] if "exit" in history.columns else np.nan
+    column = f"pi_{int(final)}" if np.isfinite(final) else None
+    return history[column] if column in history.columns else None
+
+
 def cell_figure(histories: Mapping[int, pd.DataFrame], title: str) -> Figure:
     """The seeds of one cell overlaid, a colour per seed; the pi panel shows each seed's pi of
     the exit it selects at the end (how sure its exit gate becomes)."""
@@ -138,7 +148,9 @@ def cell_figure(histories: Mapping[int, pd.DataFrame], title: str) -> Figure:
         for i, (seed, h) in enumerate(sorted(histories.items())):
             if not has_panel(h, column):
                 continue
-            y = h[f"pi_{int(h['exit'].iloc[-1])}"] if column == "pi" else h[column]
+            y = h[column] if column != "pi" else _selected_pi(h)
+            if y is None:
+                continue
             ax.plot(h["epoch"], y, lw=1.0, alpha=0.85, color=cmap(i % 10), label=f"seed {seed}",
                     drawstyle="steps-post" if column == "open_gates" else "default")
         if column == "pi":
@@ -153,13 +165,30 @@ def _stem(dataset: str, condition: str, beta: float, seed: int | None = None) ->
     return f"{CURVES_DIR}/{dataset}/{condition}/{leaf}"
 
 
-def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False) -> Iterator[CurveFigure]:
+def _cell_histories(cell: pd.DataFrame, root: Path, skipped: list[tuple[str, str]]) -> dict[int, pd.DataFrame]:
+    """seed -> curve of a cell's runs that have one; a damaged curve goes to ``skipped`` as (run
+    folder, why), so one bad file costs its own figure, not the whole analysis."""
+    histories = {}
+    for r in cell.itertuples():
+        folder = Path(r.path).parent
+        try:
+            h = read_history(root / folder)
+        except CurveError as e:
+            skipped.append((folder.as_posix(), str(e).replace(str(root / folder), folder.as_posix())))
+            continue
+        if h is not None:
+            histories[int(r.seed)] = h
+    return histories
+
+
+def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False, skipped: list[tuple[str, str]] | None = None) -> Iterator[CurveFigure]:
     """For every (dataset, condition, beta) cell with curves: its seeds overlaid, then, with
     ``per_run``, each of its runs. A generator, so the caller can save and drop one figure at
-    a time."""
+    a time. Damaged curves are left out and appended to ``skipped`` (run folder, why)."""
+    skipped = [] if skipped is None else skipped
     used = runs[~runs["superseded"]]
     for (dataset, condition, beta), cell in used.groupby(["dataset", "condition", "beta"], sort=False):
-        histories = {int(r.seed): h for r in cell.itertuples() if (h := read_history(root / Path(r.path).parent)) is not None}
+        histories = _cell_histories(cell, root, skipped)
         if not histories:
             continue
         name = f"{group_label(dataset)}, {condition}, β = {format_beta(beta)}"

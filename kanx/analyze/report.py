@@ -67,6 +67,29 @@ pairs / sqrt(pairs)); none with fewer than two pairs. Nguyen is pooled over all 
 problems. Cells read (pairs/runs)."""
 
 
+CONFIG_MIX_TEXT = """\
+A cell pools only runs of one config: the resolved config without beta, seed and the keys that \
+do not change a run's numbers (`kanx.identity`). These cells hold records of more than one; each \
+keeps the config that covers the most seeds (ties: the one with the newest `done` marker), and \
+the records of the others are left out of every statistic. To see them, analyze their folders \
+separately. Differences read kept vs left out."""
+
+
+def config_mix_line(mix: dict, at_most: int | None = None) -> str:
+    """One cell's left-out config: the cell, what differs, the sweep folders of the records kept
+    and the left-out run folders (``at_most`` of them, for the terminal; all in the report)."""
+
+    def folders(paths, up: int) -> list[str]:
+        return sorted({"/".join(p.split("/")[:-up]) or "." for p in paths})
+
+    left = folders(mix["left_out"], 1)
+    shown = left if at_most is None else left[:at_most]
+    more = f", +{len(left) - len(shown)} more" if len(left) > len(shown) else ""
+    cell = f"{group_label(mix['dataset'])}, {mix['condition']}, β = {format_beta(mix['beta'])}"
+    kept = ", ".join(f"`{f}/`" for f in folders(mix["kept"], 2))
+    return f"{cell}: {mix['differs']}; kept {len(mix['kept'])} (in {kept}), left out {len(left)}: " + ", ".join(f"`{f}`" for f in shown) + more
+
+
 @dataclass
 class Artifacts:
     """Relative path -> text, relative stem -> figure (saved once per format), the report."""
@@ -190,7 +213,10 @@ def build_artifacts(
     families = sort_families(medians["family"])
     nguyen = [d for d in datasets if medians.loc[medians["dataset"] == d, "family"].iloc[0] == "nguyen"]
     skipped = runs.attrs.get("skipped", [])
-    superseded = runs.loc[runs["superseded"], "path"].tolist()
+    mixes = runs.attrs.get("config_mixes", [])
+    other_config = {p for m in mixes for p in m["left_out"]}
+    superseded = [p for p in runs.loc[runs["superseded"], "path"] if p not in other_config]
+    counted = int((~runs["superseded"]).sum())
 
     art.texts["tables/runs.csv"] = runs.to_csv(index=False, lineterminator="\n")
     art.texts["tables/seed_medians.csv"] = medians.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
@@ -198,8 +224,9 @@ def build_artifacts(
     lines = [
         "# kanx analysis report",
         "",
-        f"{len(runs) - len(superseded)} runs counted ({int(runs.loc[~runs['superseded'], 'usable'].sum())} usable) "
-        f"in {len(datasets)} datasets; skipped records: {len(skipped)}; superseded duplicates: {len(superseded)}. "
+        f"{counted} runs counted ({int(runs.loc[~runs['superseded'], 'usable'].sum())} usable) "
+        f"in {len(datasets)} datasets; skipped records: {len(skipped)}; superseded duplicates: {len(superseded)}"
+        f"{f'; **records of another config than their cell, left out: {len(other_config)}**' if other_config else ''}. "
         "Full run table: [tables/runs.csv](tables/runs.csv); seed-medians of every cell: "
         "[tables/seed_medians.csv](tables/seed_medians.csv).",
         "",
@@ -222,6 +249,11 @@ def build_artifacts(
             "",
         ]
         lines += [f"- `{path}`" for path in superseded] + [""]
+    if mixes:
+        cells = len({(m["dataset"], m["condition"], m["beta"]) for m in mixes})
+        lines += [f"**Records of another config** ({len(other_config)} record{'s' * (len(other_config) > 1)} in {cells} cell{'s' * (cells > 1)}, "
+                  "not counted anywhere):", "", CONFIG_MIX_TEXT, ""]
+        lines += [f"- {config_mix_line(m)}" for m in mixes] + [""]
 
     # Missing cells ------------------------------------------------------------------------
     missing = missing_cells(medians)

@@ -1,0 +1,72 @@
+"""What makes two runs the same run: their resolved configs without the keys that do not change a
+run's numbers. Torch-free and plain (json, hashlib), so the runner (a record of another config in a
+run's folder is refused), the analysis (a cell pools only records of one config) and anything else
+that compares records read one set of rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+# Keys that do not change a run's numbers: left out of its identity hash.
+NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas")
+# Keys added after records existed, with the value that reproduces the behaviour from before
+# them: left out of the hash while they hold it, so older records keep their identity.
+# model.grid_refit_points: records from before it refit on 256 order statistics (the default
+# then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
+ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax",
+               "train.tau_x_epochs": None}
+ABSENT = "<absent>"
+
+_ANY = object()
+
+
+def _pop_key(c: dict, dotted: str, only_if=_ANY) -> None:
+    """Remove `a` or `a.b` from c, if present (and, with only_if, holding that value)."""
+    *path, key = dotted.split(".")
+    node = c.get(path[0], {}) if path else c
+    if isinstance(node, dict) and key in node and (only_if is _ANY or node[key] == only_if):
+        del node[key]
+
+
+def run_defining(container: dict, also_ignore: tuple[str, ...] = ()) -> dict:
+    """A copy of a resolved config with only the keys that define a run (and without
+    ``also_ignore``, dotted keys: the analysis drops beta and seed to compare a cell's runs)."""
+    c = json.loads(json.dumps(container, default=str))
+    c.pop("hydra", None)
+    for dotted in (*NOT_RUN_DEFINING, *also_ignore):
+        _pop_key(c, dotted)
+    for dotted, neutral in ADDED_LATER.items():
+        _pop_key(c, dotted, only_if=neutral)
+    return c
+
+
+def differing_keys(a: dict, b: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """(dotted key, value in a, value in b) for every run-defining key whose values differ
+    (``ABSENT`` where one config lacks the key)."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        dotted = f"{prefix}{key}"
+        if dotted in NOT_RUN_DEFINING or key == "hydra":
+            continue
+        x, y = a.get(key, ABSENT), b.get(key, ABSENT)
+        if dotted in ADDED_LATER and {x, y} <= {ABSENT, ADDED_LATER[dotted]}:
+            continue  # a key added later, at the value that reproduces the behaviour before it
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += differing_keys(x, y, f"{dotted}.")
+        elif x != y:
+            out.append((dotted, x, y))
+    return out
+
+
+def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two resolved configs (run-defining keys only),
+    as the runner words them: a record's config ``a`` there, the job's ``b`` now."""
+    return [f"{dotted}: {x!r} there, {y!r} now" for dotted, x, y in differing_keys(a, b, prefix)]
+
+
+def config_hash(container: dict) -> str:
+    """Identity of a run: a hash of its resolved config without the keys that do not
+    change its numbers (device, paths, checkpoint cadence, pack size)."""
+    return hashlib.sha256(json.dumps(run_defining(container), sort_keys=True).encode()).hexdigest()[:16]
