@@ -1,0 +1,44 @@
+"""kanx.evaluate: a finished run scored again from its weights gives the metrics its record holds."""
+
+import json
+
+from helpers import TOY, train_run
+
+from kanx import records
+from kanx.evaluate import main as evaluate
+
+
+def ikeda_run(tmp_path):
+    return train_run(tmp_path / "run", "dataset=ikeda", "+condition=EFX", "beta=0.01", "seed=1", *TOY, "train.epochs=3", "train.warmup=1",
+                     "train.fc_warmup=1", f"results_root={tmp_path}")
+
+
+def test_a_dynamical_run_scored_from_its_weights_agrees_exactly_and_a_lost_metric_is_written_back(tmp_path, capsys):
+    run_dir = ikeda_run(tmp_path)
+    recorded = json.loads((run_dir / records.RECORD).read_text())["metrics"]
+    assert evaluate([str(run_dir)]) == 0
+    assert "1 agree, 0 differ" in capsys.readouterr().out
+
+    # A record from before the rollout curve: the curve is missing, the rest agrees; --add-missing restores it.
+    record = json.loads((run_dir / records.RECORD).read_text())
+    del record["metrics"]["rollout_rmse"]
+    (run_dir / records.RECORD).write_text(json.dumps(record))
+    records.seal(run_dir)
+    assert evaluate([str(tmp_path)]) == 0
+    assert "missing from the record: rollout_rmse" in capsys.readouterr().out
+    assert evaluate([str(tmp_path), "--add-missing"]) == 0
+    assert json.loads((run_dir / records.RECORD).read_text())["metrics"] == recorded
+    assert records.integrity_problem(run_dir) is None
+
+
+def test_a_record_that_disagrees_with_its_weights_is_reported_and_fails(tmp_path, capsys):
+    run_dir = ikeda_run(tmp_path)
+    record = json.loads((run_dir / records.RECORD).read_text())
+    record["metrics"]["test_rmse"] *= 1.5
+    record["metrics"]["rollout_rmse"]["10"] = 0.0
+    (run_dir / records.RECORD).write_text(json.dumps(record))
+    records.seal(run_dir)
+    assert evaluate([str(tmp_path), "--add-missing"]) == 1
+    out = capsys.readouterr().out
+    assert "differs: test_rmse" in out and "rollout_rmse[10]" in out and "0 agree, 1 differ" in out
+    assert json.loads((run_dir / records.RECORD).read_text()) == record  # nothing it holds is changed
