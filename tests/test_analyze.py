@@ -461,8 +461,11 @@ def test_golden_report(tmp_path):
 
 def test_report_lists_every_condition_per_dataset_and_marks_missing():
     report = (EXPECTED / "report.md").read_text()
-    sections = re.split(r"^### ", report, flags=re.M)[1:]
+    absolute = report.split("## Absolute results", 1)[1].split("\n## ", 1)[0]
+    sections = re.split(r"^### ", absolute, flags=re.M)[1:]
     assert [s.split("\n")[0] for s in sections] == ["Nguyen F1", "Nguyen F2", "Ikeda", "Concrete"]
+    beside = re.findall(r"^### (.*) beside the paper$", report, flags=re.M)
+    assert beside == ["Nguyen F1", "Nguyen F2", "Ikeda", "Concrete"]
     for section in sections:
         for condition in CONDITIONS:
             assert re.search(rf"^\| {condition} +\|", section, re.M), (condition, section[:20])
@@ -520,3 +523,63 @@ def test_ungated_runs_whose_structure_differs_from_the_architecture_are_flagged(
     assert check.loc["Baseline", "n_differ"] == 1 and check.loc["F", "n_differ"] == 0
     report = build_artifacts(load_runs(tmp_path), formats=()).report
     assert "1 DIFFER" in report and "cell(s) have runs whose structure differs" in report
+
+
+# --- beside the paper -----------------------------------------------------------------------
+
+
+def paper_cells(tmp_path: Path) -> pd.DataFrame:
+    """Concrete Baseline and F at the paper's medians, EFX at beta 0.01 outside its range, and a
+    user's dataset the paper does not have."""
+    for seed in range(3):
+        for condition, beta, rmse, edges, depth in (("Baseline", None, 4.91, 351, 3), ("F", None, 4.82, 546, 3), ("EFX", 0.01, 9.99, 64, 2)):
+            write_record(tmp_path, f"concrete/{condition}/s{seed}", condition=condition, beta=beta, seed=seed,
+                         metrics={"test_rmse": rmse, "contributing_edges": edges, "depth": depth})
+        write_record(tmp_path, f"mydata/EFX/s{seed}", dataset="mydata", family="mydata", condition="EFX", beta=0.01, seed=seed)
+    return load_runs(tmp_path)
+
+
+def test_the_paper_is_set_beside_every_dataset_it_has_and_a_users_dataset_gets_no_columns(tmp_path):
+    art = build_artifacts(paper_cells(tmp_path), formats=())
+    table = pd.read_csv(io_text(art.texts["tables/published_concrete.csv"]))
+    efx = table[(table["condition"] == "EFX") & (table["beta"] == 0.01)].iloc[0]
+    assert (efx["rmse_reproduced"], efx["rmse_published"], efx["rmse_in_range"]) == (9.99, 4.87, False)
+    assert efx["edges_in_range"] and efx["depth_in_range"]
+    assert "tables/published_mydata.csv" not in art.texts and "### mydata beside the paper" not in art.report
+    fidelity = pd.read_csv(io_text(art.texts["tables/fidelity.csv"]))
+    assert list(fidelity["dataset"]) == ["concrete", "*", "*"]  # the dataset, its family, all; mydata has no row
+    row = fidelity.iloc[0]
+    assert (row["cells"], row["rmse_in"], row["edges_in"], row["depth_in"], row["ungated_cells"], row["ungated_exact"]) == (3, 2, 3, 3, 2, 2)
+    assert "| **Concrete** |     3 |     2/3 (67%) |" in art.texts["tables/fidelity.md"]
+    assert "**9.99**" in art.texts["tables/published_concrete.md"] and "4.87 [4.64, 5.79]" in art.texts["tables/published_concrete.md"]
+    assert "## Beside the paper" not in build_artifacts(paper_cells(tmp_path / "again"), formats=(), paper=False).report
+
+
+def test_a_median_is_compared_at_the_precision_the_paper_prints():
+    published = pd.DataFrame([{"condition": "X", "beta": 0.1, "rmse_median": 0.0001, "rmse_min": 0.0001, "rmse_max": 0.0003,
+                               **{f"{p}_{s}": 1.0 for p in ("edges", "depth") for s in ("median", "min", "max")}}])
+    medians = published.rename(columns=lambda c: c).assign(dataset="nguyen_f1", n_used=10, n_total=10, rmse_median=0.00007)
+    assert not compare_published(medians, published, "nguyen_f1")["rmse_in_range"].iloc[0]  # 7e-05 < 0.0001 at full precision
+    published.attrs["decimals"] = {"rmse_median": 4}
+    assert compare_published(medians, published, "nguyen_f1")["rmse_in_range"].iloc[0]  # the paper prints it as 0.0001
+
+
+def test_the_hv_table_stands_beside_the_papers_with_its_mean_and_ranking():
+    from kanx.analyze.published import hv_side_by_side, paper_hv
+
+    published = paper_hv()
+    mine = published.rename(columns={"mean": "x"}).drop(columns="x").reindex(CONDITIONS)
+    mine.loc["EX", "concrete"] = 0.5
+    mine["mean"] = mine.mean(axis=1)
+    side = hv_side_by_side(mine, published).set_index("condition")
+    assert side.attrs["all_families"] and side.loc["EX", "concrete_diff"] == pytest.approx(0.5 - 0.999)
+    assert side.loc["EFX", "mean_published"] == 0.949  # the paper's Mean as printed
+    assert side.loc["EX", "rank_published"] == 1 and side.loc["EX", "rank_reproduced"] > 1
+    only_two = hv_side_by_side(mine[["ikeda", "concrete"]].assign(mean=0.0), published).set_index("condition")
+    assert not only_two.attrs["all_families"] and only_two.loc["X", "mean_published"] == pytest.approx((0.996 + 0.396) / 2)
+
+
+def io_text(text: str):
+    import io
+
+    return io.StringIO(text)

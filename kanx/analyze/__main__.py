@@ -3,8 +3,8 @@
     python -m kanx.analyze outputs/                                  # report at outputs/report.md
     python -m kanx.analyze outputs/ --out reports/ --formats png
     python -m kanx.analyze outputs/ --curves [all]                   # + training curves (metrics.csv): per cell [and per run]
-    python -m kanx.analyze outputs/ --published ../shared/calibration/concrete_published.csv \\
-        --published-dataset concrete [--published-hv hv.csv] [--hv-tol 0.05]
+    python -m kanx.analyze outputs/ --no-paper                       # without the paper's published values beside
+    python -m kanx.analyze outputs/ --published mine.csv --published-dataset mydata [--published-hv hv.csv] [--hv-tol 0.05]
 
 This is the only place that writes files.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from .collect import load_runs
 from .curves import curve_figures
 from .labels import group_label
-from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
+from .published import HV_TOLERANCE, read_published, read_published_hv
 from .report import Artifacts, build_artifacts, config_mix_line
 from .select import draw_median_models
 from .tables import format_beta
@@ -47,7 +47,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="folder searched for */record.json")
     parser.add_argument("--out", type=Path, help="output folder (default: RESULTS_ROOT)")
     parser.add_argument("--formats", default="png,pdf", help="figure formats, comma-separated (default: png,pdf)")
-    parser.add_argument("--published", type=Path, metavar="CSV", help="published absolute results to compare with")
+    parser.add_argument("--paper", action=argparse.BooleanOptionalAction, default=True,
+                        help="set the paper's published tables (shipped with kanx) beside every dataset that has them (default: on)")
+    parser.add_argument("--published", type=Path, metavar="CSV", help="published absolute results of one dataset to compare with "
+                        "(your own, or in place of the paper's for that dataset)")
     parser.add_argument(
         "--published-dataset",
         "--dataset",
@@ -59,7 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--published-hv",
         type=Path,
         metavar="CSV",
-        help="published normalized HV as 'condition,hv' (default: the paper's values, where kanx has them)",
+        help="published normalized HV of --published-dataset as 'condition,hv', compared per condition (the paper's HV table is "
+        "set beside the reproduced one by family anyway)",
     )
     parser.add_argument(
         "--hv-tol",
@@ -179,11 +183,6 @@ def main(argv=None) -> int:
             dataset = datasets[0]
         if args.published_hv is not None:
             published_hv, hv_source = read_published_hv(args.published_hv), f"`{args.published_hv.name}`"
-        elif dataset in PAPER_HV:
-            published_hv, hv_source = (
-                PAPER_HV[dataset],
-                "the paper's HV table (kanx.analyze.published.PAPER_HV)",
-            )
 
     art = build_artifacts(
         runs,
@@ -194,6 +193,7 @@ def main(argv=None) -> int:
         published_hv=published_hv,
         published_hv_source=hv_source,
         hv_tol=args.hv_tol,
+        paper=args.paper,
     )
     report = write_artifacts(art, args.out or args.root, formats)
     if args.curves:

@@ -176,8 +176,12 @@ def _num(x: float, fmt) -> str:
     return MISSING if x is None or math.isnan(x) else fmt(x)
 
 
-def comparison_markdown(table: pd.DataFrame) -> str:
+def comparison_markdown(table: pd.DataFrame, published: pd.DataFrame | None = None) -> str:
+    """Per (condition, beta): the reproduced median, the published median with its [min, max]
+    over seeds (from ``published``, when given), Δ, and whether the reproduced median lies in
+    that range; a reproduced median outside it is bold."""
     decimals = rmse_decimals(pd.concat([table["rmse_reproduced"], table["rmse_published"]])) or 3
+    ranges = published.set_index(["condition", "beta"]) if published is not None else None
 
     def rmse(x):
         return f"{x:.{decimals}f}"
@@ -187,19 +191,25 @@ def comparison_markdown(table: pd.DataFrame) -> str:
 
     header = ["Cond.", "β", "n"]
     fmts = {"rmse": rmse, "edges": format_count, "depth": format_count}
+    publ = "publ. [min, max]" if ranges is not None else "publ."
     for name in ("RMSE", "Edges", "Depth"):
-        header += [f"{name} repr.", "publ.", "Δ", "in [min, max]"]
+        header += [f"{name} repr.", publ, "Δ", "in range"]
     rows = []
     for r in table.itertuples(index=False):
         beta = DASH_MD if r.condition in UNGATED and r.beta == 0.0 else format_beta(r.beta)
         row = [r.condition, beta, f"{r.n_used}/{r.n_total}"]
         for p, fmt in fmts.items():
-            d = getattr(r, f"{p}_diff")
+            d, inside, value = getattr(r, f"{p}_diff"), getattr(r, f"{p}_in_range"), getattr(r, f"{p}_published")
+            shown = _num(value, fmt)
+            if ranges is not None and (r.condition, r.beta) in ranges.index and not math.isnan(value):
+                lo, hi = ranges.loc[(r.condition, r.beta), [f"{p}_min", f"{p}_max"]]
+                shown += f" [{fmt(lo)}, {fmt(hi)}]"
+            reproduced = _num(getattr(r, f"{p}_reproduced"), fmt)
             row += [
-                _num(getattr(r, f"{p}_reproduced"), fmt),
-                _num(getattr(r, f"{p}_published"), fmt),
+                f"**{reproduced}**" if inside is False else reproduced,
+                shown,
                 DASH_MD if math.isnan(d) else signed(fmt)(d),
-                _yes_no(getattr(r, f"{p}_in_range")),
+                _yes_no(inside),
             ]
         rows.append(row)
     return markdown_table(header, rows, "lll" + "rrrl" * 3)
@@ -249,3 +259,103 @@ def hv_comparison_markdown(table: pd.DataFrame) -> str:
 
 def hv_comparison_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+
+
+# --- fidelity: how close the reproduction comes, per dataset and family ----------------------
+
+MEASURES: tuple[str, ...] = ("rmse", "edges", "depth")
+MEASURE_NAMES = {"rmse": "RMSE", "edges": "Edges", "depth": "Depth"}
+
+
+def _fidelity_row(cmp: pd.DataFrame) -> dict:
+    both = cmp[cmp["rmse_reproduced"].notna() & cmp["rmse_published"].notna()]
+    row = {"cells": len(both)}
+    for p in MEASURES:
+        row[f"{p}_in"] = int((both[f"{p}_in_range"] == True).sum())  # noqa: E712 (object column of True/False/NaN)
+    ungated = both[both["condition"].isin(UNGATED)]
+    exact = (ungated["edges_reproduced"] == ungated["edges_published"]) & (ungated["depth_reproduced"] == ungated["depth_published"])
+    row["ungated_cells"], row["ungated_exact"] = len(ungated), int(exact.sum())
+    return row
+
+
+def fidelity_table(comparisons: Mapping[str, pd.DataFrame], families: Mapping[str, str]) -> pd.DataFrame:
+    """Per dataset, then per family (rows with ``dataset`` = ``*``) and over all (``family`` =
+    ``*``): the cells with both a reproduced and a published median, how many of them lie in
+    the published [min, max] per measure, and of the ungated cells (Baseline, F) how many have
+    the published contributing edges and depth exactly."""
+    per = pd.DataFrame([{"family": families[d], "dataset": d, **_fidelity_row(c)} for d, c in comparisons.items()])
+    if per.empty:
+        return per
+    counts = [c for c in per.columns if c not in ("family", "dataset")]
+    by_family = per.groupby("family", sort=False)[counts].sum().reset_index().assign(dataset="*")
+    total = per[counts].sum().to_frame().T.assign(family="*", dataset="*")
+    return pd.concat([per, by_family, total], ignore_index=True)[["family", "dataset", *counts]]
+
+
+def _share(k: int, n: int) -> str:
+    return DASH_MD if n == 0 else f"{k}/{n} ({100 * k / n:.0f}%)"
+
+
+def fidelity_markdown(table: pd.DataFrame, label) -> str:
+    """The fidelity table: a row per dataset of a family with several, a row per family, and
+    the total; ``label`` names a dataset or family."""
+    header = ["Dataset", "Cells", *(f"{MEASURE_NAMES[p]} in range" for p in MEASURES), "All measures", "Ungated structure exact"]
+    rows = []
+    several = table[table["dataset"] != "*"].groupby("family")["dataset"].count()
+    for r in table.itertuples(index=False):
+        if r.dataset != "*" and several.get(r.family, 0) < 2:
+            continue  # a one-dataset family: its family row says it all
+        name = "**all**" if r.family == "*" else (f"**{label(r.family)}**" if r.dataset == "*" else f"  {label(r.dataset)}")
+        rows.append([name, str(r.cells), *(_share(getattr(r, f"{p}_in"), r.cells) for p in MEASURES),
+                     _share(sum(getattr(r, f"{p}_in") for p in MEASURES), 3 * r.cells), _share(r.ungated_exact, r.ungated_cells)])
+    return markdown_table(header, rows, "lr" + "r" * len(MEASURES) + "rr")
+
+
+def hv_side_by_side(reproduced: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """The HV table beside the paper's: per gated condition and family present in both,
+    reproduced, published and Δ; the mean over those families on both sides; and each side's
+    ranking of the conditions by that mean (1 = best). ``reproduced``: kanx's hv_table;
+    ``published``: paper_hv()."""
+    families = [f for f in reproduced.columns if f != "mean" and f in published.columns]
+    rows = []
+    for c in GATED:
+        row: dict = {"condition": c}
+        for f in families:
+            rep, pubv = float(reproduced.loc[c, f]), float(published.loc[c, f]) if c in published.index else math.nan
+            row |= {f"{f}_reproduced": rep, f"{f}_published": pubv, f"{f}_diff": rep - pubv}
+        for side in ("reproduced", "published"):
+            values = [row[f"{f}_{side}"] for f in families]
+            row[f"mean_{side}"] = float(np.mean(values)) if families and all(math.isfinite(v) for v in values) else math.nan
+        if set(families) == set(published.columns) - {"mean"} and "mean" in published.columns:
+            row["mean_published"] = float(published.loc[c, "mean"])  # as printed (the mean of the unrounded values)
+        row["mean_diff"] = row["mean_reproduced"] - row["mean_published"]
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for side in ("reproduced", "published"):
+        table[f"rank_{side}"] = table[f"mean_{side}"].rank(ascending=False, method="min").astype("Int64")
+    table.attrs["families"] = families
+    table.attrs["all_families"] = set(families) == set(published.columns) - {"mean"}
+    return table
+
+
+def hv_side_by_side_markdown(table: pd.DataFrame, label) -> str:
+    """Each cell: reproduced / published (Δ); the best reproduced value of a column in bold."""
+    families = table.attrs["families"]
+
+    def cell(rep, pubv, best) -> str:
+        if math.isnan(rep) and math.isnan(pubv):
+            return MISSING
+        mine = MISSING if math.isnan(rep) else f"{rep:.3f}"
+        mine = f"**{mine}**" if math.isfinite(rep) and rep == best else mine
+        delta = "" if math.isnan(rep - pubv) else f" ({rep - pubv:+.3f})"
+        return f"{mine} / {_num(pubv, lambda x: f'{x:.3f}')}{delta}"
+
+    header = ["Condition", *(label(f) for f in families), "Mean", "Rank repr.", "Rank publ."]
+    rows = []
+    for r in table.to_dict("records"):
+        row = [r["condition"]]
+        for f in [*families, "mean"]:
+            row.append(cell(r[f"{f}_reproduced"], r[f"{f}_published"], table[f"{f}_reproduced"].max()))
+        row += [str(r["rank_reproduced"]) if not pd.isna(r["rank_reproduced"]) else DASH_MD, str(r["rank_published"])]
+        rows.append(row)
+    return markdown_table(header, rows, "l" + "r" * (len(families) + 3))
