@@ -63,11 +63,19 @@ class TableSource:
 
 # ----------------------------------------------------------------- reading and checks
 def read_csv(path: Path, **kwargs) -> pd.DataFrame:
-    """A CSV table with a header row; any parser failure is a DataError naming the file."""
+    """A CSV table with a header row; any parser failure, and a header that names a column
+    more than once, is a DataError naming the file."""
     try:
-        return pd.read_csv(path, **kwargs)
+        df = pd.read_csv(path, **kwargs)
+        # pandas renames a repeated name ("a", "a" -> "a", "a.1"): read the header as written
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
     except (OSError, ValueError) as err:  # ParserError, EmptyDataError, UnicodeDecodeError
         raise DataError(f"{path}: cannot be read as a CSV table ({_first_line(err)}); expected a comma-separated table with a header row") from None
+    repeated = [name for name in dict.fromkeys(header) if name and header.count(name) > 1]
+    if repeated:
+        raise DataError(f"{path}: the header names the column{'s' if len(repeated) > 1 else ''} {', '.join(map(repr, repeated))} more than once; "
+                        "give every column its own name")
+    return df
 
 
 def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str = "fix or remove that row") -> np.ndarray:

@@ -1,0 +1,72 @@
+"""Bad input stops with one line before any compute (issue #34): data tables and run folders.
+
+A CSV header that names a column twice (pandas would rename the second to "a.1"); values the
+float32 model cannot hold (1e300 trained and ended "diverged", or silently flattened a
+column); a folder where a data file is expected (it read as "not in the folder", then as a
+failed download); and `kanx.formula` on a run folder it cannot use (tracebacks where
+`kanx.draw` printed one line) or with options out of range (--tolerance -1 or nan ran).
+"""
+
+import os
+from pathlib import Path
+from urllib.error import URLError
+
+import numpy as np
+import pytest
+
+from kanx.data import load_dataset, tabular
+from kanx.errors import DataError
+
+SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or Path(__file__).parents[1].parent / "shared" / "data")
+
+
+@pytest.fixture(autouse=True)
+def _offline_and_isolated(monkeypatch, tmp_path):
+    """No test reads the user's KANX_DATA_DIR or cache, or touches the network."""
+    monkeypatch.delenv("KANX_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def no_network(url, timeout=None):
+        raise URLError("network disabled in tests")
+
+    monkeypatch.setattr(tabular, "urlopen", no_network)
+
+
+def table(path: Path, header: str = "a,b,y", n: int = 40, cell: tuple[int, int, str] | None = None) -> Path:
+    """A numeric CSV of n rows under `header`; `cell` (data row from 1, column, text) replaces one cell."""
+    rng = np.random.default_rng(0)
+    rows = [[f"{v:.6f}" for v in rng.uniform(-1, 1, header.count(",") + 1)] for _ in range(n)]
+    if cell is not None:
+        rows[cell[0] - 1][cell[1]] = cell[2]
+    path.write_text(header + "\n" + "".join(",".join(r) + "\n" for r in rows))
+    return path
+
+
+def csv_error(path: Path, **options) -> str:
+    with pytest.raises(DataError) as err:
+        load_dataset("mine", data_seed=0, loader="csv", path=str(path), **{"target": "y", **options})
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message
+    return message
+
+
+# ------------------------------------------------------------------ 1. a repeated column name
+@pytest.mark.parametrize("features", [None, ["b"]])
+def test_a_header_naming_a_column_twice_is_refused_naming_it(tmp_path, features):
+    path = table(tmp_path / "dup.csv", "a,b,a,y")
+    message = csv_error(path, features=features)
+    assert "'a'" in message and "more than once" in message and "a.1" not in message
+
+
+def test_a_column_named_like_a_renamed_duplicate_is_its_own_column(tmp_path):
+    ds = load_dataset("mine", data_seed=0, loader="csv", path=str(table(tmp_path / "t.csv", "a,a.1,y")), target="y")
+    assert ds.input_names == ("a", "a.1")
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "concrete.csv").is_file(), reason="no shared concrete.csv")
+def test_a_data_copy_with_a_repeated_column_is_refused(tmp_path):
+    lines = (SHARED_DATA / "concrete.csv").read_text().splitlines()
+    first = lines[1].split(",")[0]
+    (tmp_path / "concrete.csv").write_text("\n".join([lines[0] + ",cement", *(f"{line},{first}" for line in lines[1:])]) + "\n")
+    with pytest.raises(DataError, match=r"concrete.csv: the header names the column 'cement' more than once"):
+        load_dataset("concrete", data_seed=0, data_dir=str(tmp_path))
