@@ -13,11 +13,13 @@ from urllib.error import URLError
 
 import numpy as np
 import pytest
+from helpers import TOY, cli
 
 from kanx.data import load_dataset, tabular
 from kanx.errors import DataError
 
 SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or Path(__file__).parents[1].parent / "shared" / "data")
+TOY_TRAINING = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
 
 
 @pytest.fixture(autouse=True)
@@ -70,3 +72,26 @@ def test_a_data_copy_with_a_repeated_column_is_refused(tmp_path):
     (tmp_path / "concrete.csv").write_text("\n".join([lines[0] + ",cement", *(f"{line},{first}" for line in lines[1:])]) + "\n")
     with pytest.raises(DataError, match=r"concrete.csv: the header names the column 'cement' more than once"):
         load_dataset("concrete", data_seed=0, data_dir=str(tmp_path))
+
+
+# ------------------------------------------------------------------ 2. values float32 cannot hold
+@pytest.mark.parametrize("column, text, shown", [(0, "1e300", "1e+300"), (2, "-1e300", "-1e+300"), (1, "3.5e38", "3.5e+38"), (2, "inf", "inf")])
+def test_a_value_beyond_float32_is_a_data_error_naming_column_and_value(tmp_path, column, text, shown):
+    message = csv_error(table(tmp_path / "big.csv", cell=(3, column, text)))
+    assert f"column {'aby'[column]!r}" in message and f" {shown} in data row 3" in message and "float32" in message
+
+
+def test_the_largest_float32_values_are_accepted(tmp_path):
+    ds = load_dataset("mine", data_seed=0, loader="csv", path=str(table(tmp_path / "t.csv", cell=(3, 0, "-3.4e38"))), target="y")
+    assert ds.n_train + ds.n_test == 40
+
+
+def test_a_huge_value_stops_the_command_line_before_training(tmp_path):
+    path = table(tmp_path / "huge.csv", n=200, cell=(3, 2, "1e300"))  # enough rows for TOY's 128 + 64
+    root = tmp_path / "results"
+    p = cli("dataset=csv", f"dataset.path={path}", "dataset.target=y", f"results_root={root}", "+condition=E", "beta=0.1", "seed=0",
+            *TOY_TRAINING, check=False)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert last.startswith("kanx: error: ") and "column 'y' has the value 1e+300 in data row 3" in last
+    assert not list(root.rglob("record.json"))

@@ -37,6 +37,7 @@ from kanx.hashing import sha256_of
 log = logging.getLogger(__name__)
 
 DOWNLOAD_TIMEOUT_S = 15.0
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
 
 def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str = "fix or remove that row") -> np.ndarray:
     """The given columns as a float64 array (n, len(columns)), or a DataError naming the
-    first non-numeric, missing or infinite value (data rows count from 1 below the header)."""
+    first non-numeric, missing, infinite or beyond-float32 value (data rows count from 1
+    below the header)."""
     out = np.empty((len(df), len(columns)))
     for j, col in enumerate(columns):
         raw = df[col]
@@ -93,9 +95,14 @@ def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str
             row = int(np.flatnonzero(values.isna().to_numpy())[0])
             raise DataError(f"{path}: column {col!r} has {int(values.isna().sum())} missing values (first in data row {row + 1}); {fix}")
         out[:, j] = values.to_numpy(dtype=np.float64)
-        if not np.isfinite(out[:, j]).all():
-            row = int(np.flatnonzero(~np.isfinite(out[:, j]))[0])
-            raise DataError(f"{path}: column {col!r} has the non-finite value {out[row, j]} in data row {row + 1}; {fix}")
+        # The model trains in float32, where such a value is infinite; far beyond (1e300) even the
+        # float64 standardization overflows (its variance) and flattens the column to zeros.
+        outside = ~(np.abs(out[:, j]) <= FLOAT32_MAX)
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            what = "the value" if np.isfinite(out[row, j]) else "the non-finite value"
+            raise DataError(f"{path}: column {col!r} has {what} {out[row, j]:g} in data row {row + 1}; expected finite numbers within "
+                            f"float32's range (|value| <= {FLOAT32_MAX:.4g}), in which kanx trains; {fix}")
     return out
 
 
