@@ -95,3 +95,43 @@ def test_a_huge_value_stops_the_command_line_before_training(tmp_path):
     assert p.returncode == 2, p.stderr[-2000:]
     assert last.startswith("kanx: error: ") and "column 'y' has the value 1e+300 in data row 3" in last
     assert not list(root.rglob("record.json"))
+
+
+# ------------------------------------------------------------------ 3. a folder where a file belongs
+def test_a_folder_named_like_the_data_file_is_named_as_a_folder(tmp_path, monkeypatch):
+    (tmp_path / "concrete.csv").mkdir()
+    for options in ({"data_dir": str(tmp_path)}, {}):
+        monkeypatch.setenv("KANX_DATA_DIR", str(tmp_path))
+        with pytest.raises(DataError) as err:
+            load_dataset("concrete", data_seed=0, **options)
+        message = str(err.value)
+        assert message.startswith(f"{tmp_path / 'concrete.csv'}: is a directory, not a file") and "download" not in message
+        assert "\n" not in message
+
+
+def test_a_data_folder_that_is_a_file_is_named_as_a_file(tmp_path):
+    (tmp_path / "data").write_text("")
+    with pytest.raises(DataError, match=r"data folder .*/data \(from the option data_dir=.*\) is a file, not a folder"):
+        load_dataset("concrete", data_seed=0, data_dir=str(tmp_path / "data"))
+
+
+def test_a_csv_path_that_is_a_folder_is_named_as_a_folder(tmp_path):
+    (tmp_path / "t.csv").mkdir()
+    assert "is a directory, not a file" in csv_error(tmp_path / "t.csv")
+
+
+def test_a_data_file_that_is_not_a_regular_file_is_named(tmp_path):
+    os.mkfifo(tmp_path / "concrete.csv")  # opening a pipe would wait for a writer
+    with pytest.raises(DataError, match=r"concrete.csv: is not a regular file"):
+        load_dataset("concrete", data_seed=0, data_dir=str(tmp_path))
+
+
+def test_an_unreadable_data_file_is_named_as_unreadable(tmp_path):
+    (tmp_path / "concrete.csv").write_text("cement\n1\n")
+    (tmp_path / "concrete.csv").chmod(0)
+    if os.access(tmp_path / "concrete.csv", os.R_OK):
+        pytest.skip("this user reads any file (root: run under setpriv --bounding-set=-dac_override,-dac_read_search)")
+    with pytest.raises(DataError, match=r"concrete.csv: cannot be opened \(Permission denied\)"):
+        load_dataset("concrete", data_seed=0, data_dir=str(tmp_path))
+    table(tmp_path / "t.csv").chmod(0)
+    assert "cannot be opened (Permission denied)" in csv_error(tmp_path / "t.csv")

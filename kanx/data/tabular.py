@@ -239,7 +239,8 @@ def search_dirs(source: TableSource, data_dir: str | os.PathLike | None) -> list
     if given is not None:
         folder = Path(given).expanduser()
         if not folder.is_dir():
-            raise DataError(f"data folder {folder} ({_origin(data_dir, env)}) does not exist; set {_origin_key(data_dir, env)} to the folder that "
+            what = "is a file, not a folder" if folder.exists() else "does not exist"
+            raise DataError(f"data folder {folder} ({_origin(data_dir, env)}) {what}; set {_origin_key(data_dir, env)} to the folder that "
                             f"holds {source.normalized_file} or {source.official_file}")
         dirs.insert(0, folder)
     return dirs
@@ -264,9 +265,28 @@ def locate(source: TableSource, data_dir: str | os.PathLike | None) -> tuple[Pat
     dirs = search_dirs(source, data_dir)
     for folder in dirs:
         for fmt, file in (("normalized", source.normalized_file), ("official", source.official_file)):
-            if (folder / file).is_file():
+            fix = f"kanx looks for the {source.title} table under that name; rename or remove it"
+            if file_there(folder / file, fix):
                 return folder / file, fmt
     return fetch(source, dirs), "official"
+
+
+def file_there(path: Path, fix: str) -> bool:
+    """Whether a file is at path. Anything else by that name (a folder, a pipe, a broken link,
+    a file that cannot be opened) is a DataError saying so: else it reads as "not found"."""
+    try:
+        if path.is_symlink() and not path.exists():
+            raise DataError(f"{path}: is a broken symbolic link (to {os.readlink(path)}); {fix}")
+        if not path.exists():
+            return False
+        if path.is_dir():
+            raise DataError(f"{path}: is a directory, not a file; {fix}")
+        if not path.is_file():
+            raise DataError(f"{path}: is not a regular file; {fix}")  # a pipe would block the read
+        with open(path, "rb"):
+            return True
+    except OSError as err:  # no permission to open it, or to look into its folder
+        raise DataError(f"{path}: cannot be opened ({err.strerror or _first_line(err)}); {fix}") from None
 
 
 def fetch(source: TableSource, searched: Sequence[Path]) -> Path:
@@ -386,7 +406,8 @@ def make_csv(
     if path is None or target is None:
         raise ConfigError("dataset 'csv' needs path=FILE and target=COLUMN, e.g. dataset.path=data.csv dataset.target=y")
     file = Path(path).expanduser().absolute()
-    if not file.is_file():
+    fix = f"option path={path!r} must name a CSV table with a header row"
+    if not file_there(file, fix):
         raise DataError(f"{file}: no such file (option path={path!r}); give the path to a CSV table with a header row")
     df = read_csv(file)
     if len(df) == 0:  # else it reads as "no numeric column": an empty column holds no number
