@@ -9,13 +9,12 @@ failed download); and `kanx.formula` on a run folder it cannot use (tracebacks w
 
 import os
 from pathlib import Path
-from urllib.error import URLError
 
 import numpy as np
 import pytest
-from helpers import TOY, cli
+from helpers import TOY, cli, offline_data
 
-from kanx.data import load_dataset, tabular
+from kanx.data import load_dataset
 from kanx.errors import DataError
 
 SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or Path(__file__).parents[1].parent / "shared" / "data")
@@ -25,13 +24,7 @@ TOY_TRAINING = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
 @pytest.fixture(autouse=True)
 def _offline_and_isolated(monkeypatch, tmp_path):
     """No test reads the user's KANX_DATA_DIR or cache, or touches the network."""
-    monkeypatch.delenv("KANX_DATA_DIR", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-    def no_network(url, timeout=None):
-        raise URLError("network disabled in tests")
-
-    monkeypatch.setattr(tabular, "urlopen", no_network)
+    offline_data(monkeypatch, tmp_path / "cache")
 
 
 def table(path: Path, header: str = "a,b,y", n: int = 40, cell: tuple[int, int, str] | None = None) -> Path:
