@@ -7,15 +7,22 @@ failed download); and `kanx.formula` on a run folder it cannot use (tracebacks w
 `kanx.draw` printed one line) or with options out of range (--tolerance -1 or nan ran).
 """
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import TOY, cli, offline_data
+import torch
+from helpers import TOY, cli, offline_data, train_run
 
+import kanx
+from kanx import formula
 from kanx.data import load_dataset
-from kanx.errors import DataError
+from kanx.draw import cli as draw_cli
+from kanx.errors import ConfigError, DataError
+from kanx.records import seal
 
 SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or Path(__file__).parents[1].parent / "shared" / "data")
 TOY_TRAINING = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
@@ -128,3 +135,108 @@ def test_an_unreadable_data_file_is_named_as_unreadable(tmp_path):
         load_dataset("concrete", data_seed=0, data_dir=str(tmp_path))
     table(tmp_path / "t.csv").chmod(0)
     assert "cannot be opened (Permission denied)" in csv_error(tmp_path / "t.csv")
+
+
+# ------------------------------------------------------------------ 4. kanx.formula and kanx.draw
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("faults_data") / "nguyen_f1" / "E"
+    return train_run(run_dir, "dataset=nguyen_f1", "+condition=E", "beta=0.1", "device=cpu", *TOY_TRAINING)
+
+
+def _damaged(finished: Path, root: Path, kind: str) -> Path:
+    run_dir = root / kind
+    if kind == "missing":
+        return run_dir
+    if kind == "empty folder":
+        run_dir.mkdir()
+        return run_dir
+    shutil.copytree(finished, run_dir)
+    model = run_dir / "model.pt"
+    if kind == "unfinished":  # a record but no done marker (killed while writing)
+        (run_dir / "done").unlink()
+    elif kind == "no weights":  # a clone of committed results: *.pt is not in git
+        model.unlink()
+    elif kind == "corrupt model.pt":  # its done marker's checksum no longer matches
+        model.write_bytes(model.read_bytes()[:300])
+    elif kind == "truncated model.pt, old done marker":  # torch's own message spans lines
+        model.write_bytes(model.read_bytes()[:300])
+        (run_dir / "done").write_bytes(b"")
+    elif kind == "another network in model.pt":
+        saved = torch.load(model, weights_only=True)
+        saved["model"] = {k: torch.zeros(3, 3) for k in saved["model"]}
+        torch.save(saved, model)
+        seal(run_dir)
+    elif kind == "not a model file":
+        torch.save(torch.zeros(3), model)
+        seal(run_dir)
+    elif kind == "record not JSON":
+        (run_dir / "record.json").write_text("{")
+        seal(run_dir)
+    return run_dir
+
+
+KINDS = ["missing", "empty folder", "unfinished", "no weights", "corrupt model.pt", "truncated model.pt, old done marker",
+         "another network in model.pt", "not a model file", "record not JSON"]
+CLIS = {"kanx.formula": lambda d: formula.main([str(d), "--no-figure"]), "kanx.draw": lambda d: draw_cli.main([str(d), "--formats", "svg"])}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("prog", list(CLIS))
+def test_an_unusable_run_folder_is_one_line_in_both_commands(finished, tmp_path, capsys, prog, kind):
+    run_dir = _damaged(finished, tmp_path, kind)
+    assert CLIS[prog](run_dir) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: {run_dir}"), captured.err
+    assert not (run_dir / "formula.json").exists() and not captured.out
+
+
+def test_both_commands_say_the_same_for_the_same_folder(finished, tmp_path, capsys):
+    run_dir = _damaged(finished, tmp_path, "corrupt model.pt")
+    said = []
+    for prog, main in CLIS.items():
+        assert main(run_dir) == 2
+        said.append(capsys.readouterr().err.removeprefix(f"{prog}: error: "))
+    assert said[0] == said[1]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--tolerance", "-1"], ["tolerance -1.0", "a finite number >= 0"]),
+        (["--tolerance", "nan"], ["tolerance nan", "a finite number >= 0"]),
+        (["--tolerance", "inf"], ["tolerance inf", "leave it out"]),
+        (["--simplicity", "-0.5"], ["simplicity -0.5", "a finite number >= 0"]),
+        (["--simplicity", "nan"], ["simplicity nan", "default 0.5"]),
+        (["--primitives", ","], ["no primitives", "choose from"]),
+        (["--primitives", "x,gamma"], ["unknown primitive", "'gamma'"]),
+    ],
+)
+def test_formula_options_out_of_range_stop_before_the_run_is_read(finished, monkeypatch, capsys, args, words):
+    def not_now(*_, **__):
+        raise AssertionError("the run was read before its options were checked")
+
+    monkeypatch.setattr("kanx.load.load_run", not_now)
+    monkeypatch.setattr(formula, "formula_of_run", not_now)
+    assert formula.main([str(finished), *args, "--no-figure"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("kanx.formula: error: ")
+    for word in words:
+        assert word in line, line
+
+
+def test_formula_api_checks_the_same_ranges_before_fitting(finished, monkeypatch):
+    run = kanx.load_run(finished)
+    monkeypatch.setattr(formula, "contributing_edges", lambda *a, **k: pytest.fail("fitted before the options were checked"))
+    for options in ({"tolerance": -1.0}, {"tolerance": float("nan")}, {"simplicity": -1.0}, {"primitives": []}):
+        with pytest.raises(ConfigError, match="out of range|no primitives"):
+            run.formula(**options)
+    with pytest.raises(ConfigError, match="simplicity nan"):
+        formula.fit_curve(np.linspace(0, 1, 11), np.linspace(0, 1, 11) ** 2, simplicity=float("nan"))
+
+
+def test_the_bounds_themselves_are_allowed(finished, tmp_path):
+    formula.check_options(["x"], 0.0, 0.0)  # 0 keeps every edge a spline: allowed, if slow on a big network
+    assert formula.main([str(finished), "--simplicity", "0", "--primitives", "0,x", "--no-figure", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "formula.json").read_text())["settings"]["simplicity"] == 0
