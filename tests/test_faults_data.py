@@ -91,8 +91,8 @@ def test_a_huge_value_stops_the_command_line_before_training(tmp_path):
     root = tmp_path / "results"
     p = cli("dataset=csv", f"dataset.path={path}", "dataset.target=y", f"results_root={root}", "+condition=E", "beta=0.1", "seed=0",
             *TOY_TRAINING, check=False)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     last = p.stderr.strip().splitlines()[-1]
-    assert p.returncode == 2, p.stderr[-2000:]
     assert last.startswith("kanx: error: ") and "column 'y' has the value 1e+300 in data row 3" in last
     assert not list(root.rglob("record.json"))
 
