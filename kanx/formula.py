@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import numbers
 import re
 import sys
 import warnings
@@ -62,6 +63,7 @@ import numpy as np
 import sympy as sp
 import torch
 
+from kanx.errors import ConfigError, load_finished_run, report
 from kanx.kan.network import GatedKAN
 from kanx.kan.spline import bspline_basis
 from kanx.kan.structure import dest_node, model_edge_roles, source_node, trained_inference_gates
@@ -80,6 +82,28 @@ COMPLEXITY = {
     "sin": 2, "tanh": 3, "abs": 2, "cubic": 4, "quartic": 5,
 }
 DEFAULT_PRIMITIVES = tuple(COMPLEXITY)
+
+
+def _finite_at_least_0(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def check_options(primitives: Sequence[str], simplicity: float, tolerance: float | None = None) -> None:
+    """A ConfigError, one line naming the value and what is allowed, for options no formula is
+    fitted with; checked before the run is read. A negative simplicity would reward complexity
+    (the export then runs for many minutes), a negative or NaN tolerance silently means
+    "every edge numeric" or "off"."""
+    if not primitives:
+        raise ConfigError(f"no primitives given; choose from {', '.join(COMPLEXITY)}")
+    unknown = [p for p in primitives if p not in COMPLEXITY]
+    if unknown:
+        raise ConfigError(f"unknown primitive(s) {unknown}; choose from {', '.join(COMPLEXITY)}")
+    if not _finite_at_least_0(simplicity):
+        raise ConfigError(f"simplicity {simplicity!r} is out of range; expected a finite number >= 0, what one unit of complexity "
+                          f"costs in the score (default {SIMPLICITY})")
+    if tolerance is not None and not _finite_at_least_0(tolerance):
+        raise ConfigError(f"tolerance {tolerance!r} is out of range; expected a finite number >= 0, in units of std(y_train) "
+                          "(e.g. 0.1; 0 keeps every edge a spline), or leave it out to keep every edge symbolic")
 
 
 def _recip(v):
@@ -311,10 +335,8 @@ def fit_curve(x, y, primitives: Sequence[str] = DEFAULT_PRIMITIVES, simplicity: 
     ``weight`` the curve's share of the variance of what it feeds (1: the curve alone; export()
     passes each edge's share of the output's variance, so that an edge that matters little
     is simplified further, down to the constant "0", and one that matters must fit better)."""
+    check_options(primitives, simplicity)
     x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
-    unknown = [p for p in primitives if p not in COMPLEXITY]
-    if unknown:
-        raise ValueError(f"unknown primitive(s) {unknown}; choose from {', '.join(COMPLEXITY)}")
     lo, hi = float(x.min()), float(x.max())
     mid, half = (lo + hi) / 2, max((hi - lo) / 2, 1e-12)
     u = (x - mid) / half
@@ -589,6 +611,7 @@ def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=
            simplicity: float = SIMPLICITY, tolerance: float | None = None, n: int = N_SAMPLES, full_simplify: bool = False) -> Formula:
     """The formula of a single-member model. x_*/y_*: raw units (the scaling maps them as the
     model saw them); y_train sets the tolerance's unit (std(y_train), else the target scale)."""
+    check_options(primitives, simplicity, tolerance)
     n0, n_out = model.width[0], model.n_out
     input_names = tuple(input_names) or tuple(f"x{j}" for j in range(n0))
     output_names = tuple(output_names) or tuple(f"y{p}" for p in range(n_out))
@@ -668,6 +691,7 @@ def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=
 
 def formula_of_run(run, **options) -> Formula:
     """export() of a TrainedRun (kanx.load_run) on its rebuilt training and test data."""
+    check_options(options.get("primitives", DEFAULT_PRIMITIVES), options.get("simplicity", SIMPLICITY), options.get("tolerance"))
     ds = rebuild_dataset(run)
     f = export(run.model, run.scaling, ds.x_train, ds.y_train, ds.x_test, ds.y_test, run.input_names or ds.input_names,
                run.output_names or ds.output_names, run.gate_estimator, **options)
@@ -750,34 +774,34 @@ def write(f: Formula, out_dir: str | Path, figure_formats: Sequence[str] = ("png
     return paths
 
 
+PROG = "kanx.formula"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kanx.formula", description="Symbolic export of a trained run: one formula from its contributing edges.")
     p.add_argument("run_dir", help="a finished run's directory (record.json, done, model.pt)")
     p.add_argument("--tolerance", type=float, default=None,
                    help="keep the formula within this RMSE of the network on the training inputs, in units of std(y_train): "
-                        "edges are kept numeric (spline tables) until it is (default: off, every edge symbolic)")
-    p.add_argument("--simplicity", type=float, default=SIMPLICITY, help=f"complexity penalty of the score (default {SIMPLICITY})")
+                        "edges are kept numeric (spline tables) until it is; a number >= 0 (default: off, every edge symbolic)")
+    p.add_argument("--simplicity", type=float, default=SIMPLICITY, help=f"complexity penalty of the score, a number >= 0 (default {SIMPLICITY})")
     p.add_argument("--primitives", default=",".join(DEFAULT_PRIMITIVES), help="comma-separated library (default: all)")
     p.add_argument("--sympy-simplify", action="store_true", help="also pass the expanded expression through sympy.simplify (slow)")
     p.add_argument("--out", help="folder for formula.json/.tex/.png (default: RUN_DIR)")
     p.add_argument("--no-figure", action="store_true", help="skip formula.png")
     args = p.parse_args(argv)
-    from kanx.load import load_run
-
-    try:
-        run = load_run(args.run_dir)
-    except FileNotFoundError as e:
-        print(f"kanx.formula: error: {e}", file=sys.stderr)
-        return 2
     primitives = [s.strip() for s in args.primitives.split(",") if s.strip()]
+    try:
+        check_options(primitives, args.simplicity, args.tolerance)
+        run = load_finished_run(args.run_dir)  # as kanx.draw reads it
+    except ConfigError as e:
+        return report(PROG, e)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             f = formula_of_run(run, primitives=primitives, simplicity=args.simplicity, tolerance=args.tolerance,
                                full_simplify=args.sympy_simplify)
-    except (ValueError, OSError) as e:  # unknown primitive, data that cannot be rebuilt or do not match
-        print(f"kanx.formula: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, OSError) as e:  # data that cannot be rebuilt or do not match
+        return report(PROG, e if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}")
     print(f.report())
     for path in write(f, args.out or args.run_dir, () if args.no_figure else ("png",)):
         print(path)

@@ -105,3 +105,19 @@ def run_until_interrupted(configs, epoch: int, monkeypatch, checkpoint_every: in
         patch.setattr(Trainer, "run_epoch", interrupted)
         with pytest.raises(KeyboardInterrupt):
             run_jobs(configs, **run_kw)
+
+
+def offline_data(monkeypatch, cache: Path) -> None:
+    """Real-data lookups that read neither the user's KANX_DATA_DIR nor their cache (``cache``
+    stands in), and never touch the network."""
+    from urllib.error import URLError
+
+    from kanx.data import tabular
+
+    monkeypatch.delenv("KANX_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+
+    def no_network(url, timeout=None):
+        raise URLError("network disabled in tests")
+
+    monkeypatch.setattr(tabular, "urlopen", no_network)

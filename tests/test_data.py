@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import offline_data
 
 from kanx.data import DATASETS, dynamics, evaluate_members, fit_scaling, load_dataset, stack_scalings, tabular
 from kanx.errors import ConfigError, DataError
@@ -41,13 +42,7 @@ REAL = [pytest.param(n, marks=needs_shared) for n in ("concrete", "superconducto
 @pytest.fixture(autouse=True)
 def _offline_and_isolated(monkeypatch, tmp_path):
     """No test reads the user's KANX_DATA_DIR or cache, or touches the network."""
-    monkeypatch.delenv("KANX_DATA_DIR", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-    def no_network(url, timeout=None):
-        raise URLError("network disabled in tests")
-
-    monkeypatch.setattr(tabular, "urlopen", no_network)
+    offline_data(monkeypatch, tmp_path / "cache")
 
 
 def load(name: str, seed: int = 0, **options):

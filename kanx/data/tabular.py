@@ -37,6 +37,7 @@ from kanx.hashing import sha256_of
 log = logging.getLogger(__name__)
 
 DOWNLOAD_TIMEOUT_S = 15.0
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -63,16 +64,25 @@ class TableSource:
 
 # ----------------------------------------------------------------- reading and checks
 def read_csv(path: Path, **kwargs) -> pd.DataFrame:
-    """A CSV table with a header row; any parser failure is a DataError naming the file."""
+    """A CSV table with a header row; any parser failure, and a header that names a column
+    more than once, is a DataError naming the file."""
     try:
-        return pd.read_csv(path, **kwargs)
+        df = pd.read_csv(path, **kwargs)
+        # pandas renames a repeated name ("a", "a" -> "a", "a.1"): read the header as written
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
     except (OSError, ValueError) as err:  # ParserError, EmptyDataError, UnicodeDecodeError
         raise DataError(f"{path}: cannot be read as a CSV table ({_first_line(err)}); expected a comma-separated table with a header row") from None
+    repeated = [name for name in dict.fromkeys(header) if name and header.count(name) > 1]
+    if repeated:
+        raise DataError(f"{path}: the header names the column{'s' if len(repeated) > 1 else ''} {', '.join(map(repr, repeated))} more than once; "
+                        "give every column its own name")
+    return df
 
 
 def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str = "fix or remove that row") -> np.ndarray:
     """The given columns as a float64 array (n, len(columns)), or a DataError naming the
-    first non-numeric, missing or infinite value (data rows count from 1 below the header)."""
+    first non-numeric, missing, infinite or beyond-float32 value (data rows count from 1
+    below the header)."""
     out = np.empty((len(df), len(columns)))
     for j, col in enumerate(columns):
         raw = df[col]
@@ -85,9 +95,14 @@ def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str
             row = int(np.flatnonzero(values.isna().to_numpy())[0])
             raise DataError(f"{path}: column {col!r} has {int(values.isna().sum())} missing values (first in data row {row + 1}); {fix}")
         out[:, j] = values.to_numpy(dtype=np.float64)
-        if not np.isfinite(out[:, j]).all():
-            row = int(np.flatnonzero(~np.isfinite(out[:, j]))[0])
-            raise DataError(f"{path}: column {col!r} has the non-finite value {out[row, j]} in data row {row + 1}; {fix}")
+        # The model trains in float32, where such a value is infinite; far beyond (1e300) even the
+        # float64 standardization overflows (its variance) and flattens the column to zeros.
+        outside = ~(np.abs(out[:, j]) <= FLOAT32_MAX)
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            what = "the value" if np.isfinite(out[row, j]) else "the non-finite value"
+            raise DataError(f"{path}: column {col!r} has {what} {out[row, j]:g} in data row {row + 1}; expected finite numbers within "
+                            f"float32's range (|value| <= {FLOAT32_MAX:.4g}), in which kanx trains; {fix}")
     return out
 
 
@@ -224,7 +239,8 @@ def search_dirs(source: TableSource, data_dir: str | os.PathLike | None) -> list
     if given is not None:
         folder = Path(given).expanduser()
         if not folder.is_dir():
-            raise DataError(f"data folder {folder} ({_origin(data_dir, env)}) does not exist; set {_origin_key(data_dir, env)} to the folder that "
+            what = "is a file, not a folder" if folder.exists() else "does not exist"
+            raise DataError(f"data folder {folder} ({_origin(data_dir, env)}) {what}; set {_origin_key(data_dir, env)} to the folder that "
                             f"holds {source.normalized_file} or {source.official_file}")
         dirs.insert(0, folder)
     return dirs
@@ -249,9 +265,28 @@ def locate(source: TableSource, data_dir: str | os.PathLike | None) -> tuple[Pat
     dirs = search_dirs(source, data_dir)
     for folder in dirs:
         for fmt, file in (("normalized", source.normalized_file), ("official", source.official_file)):
-            if (folder / file).is_file():
+            fix = f"kanx looks for the {source.title} table under that name; rename or remove it"
+            if file_there(folder / file, fix):
                 return folder / file, fmt
     return fetch(source, dirs), "official"
+
+
+def file_there(path: Path, fix: str) -> bool:
+    """Whether a file is at path. Anything else by that name (a folder, a pipe, a broken link,
+    a file that cannot be opened) is a DataError saying so: else it reads as "not found"."""
+    try:
+        if path.is_symlink() and not path.exists():
+            raise DataError(f"{path}: is a broken symbolic link (to {os.readlink(path)}); {fix}")
+        if not path.exists():
+            return False
+        if path.is_dir():
+            raise DataError(f"{path}: is a directory, not a file; {fix}")
+        if not path.is_file():
+            raise DataError(f"{path}: is not a regular file; {fix}")  # a pipe would block the read
+        with open(path, "rb"):
+            return True
+    except OSError as err:  # no permission to open it, or to look into its folder
+        raise DataError(f"{path}: cannot be opened ({err.strerror or _first_line(err)}); {fix}") from None
 
 
 def fetch(source: TableSource, searched: Sequence[Path]) -> Path:
@@ -371,7 +406,8 @@ def make_csv(
     if path is None or target is None:
         raise ConfigError("dataset 'csv' needs path=FILE and target=COLUMN, e.g. dataset.path=data.csv dataset.target=y")
     file = Path(path).expanduser().absolute()
-    if not file.is_file():
+    fix = f"option path={path!r} must name a CSV table with a header row"
+    if not file_there(file, fix):
         raise DataError(f"{file}: no such file (option path={path!r}); give the path to a CSV table with a header row")
     df = read_csv(file)
     if len(df) == 0:  # else it reads as "no numeric column": an empty column holds no number

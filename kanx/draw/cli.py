@@ -7,7 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .graph import _as_run
+from kanx.errors import ConfigError, load_finished_run, report
+
 from .render import FORMATS, draw_run, save
 
 
@@ -24,10 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad or not formats:
         p.error(f"--formats {args.formats!r}: choose from {','.join(FORMATS)}")
     try:
-        run = _as_run(args.run_dir)
-    except (FileNotFoundError, ValueError) as e:  # no run there, or a corrupt or truncated file: one line naming it
-        print(f"kanx.draw: error: {e}", file=sys.stderr)
-        return 2
+        run = load_finished_run(args.run_dir)
+    except ConfigError as e:  # no run there, or a corrupt or truncated file: one line naming it
+        return report("kanx.draw", e)
     fig, drawing = draw_run(run, show_closed=args.show_closed)
     for note in drawing.notes:
         print(f"kanx.draw: warning: {note}", file=sys.stderr)
