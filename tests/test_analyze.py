@@ -583,3 +583,23 @@ def io_text(text: str):
     import io
 
     return io.StringIO(text)
+
+
+def test_the_rollout_horizon_reads_any_rung_of_the_curve_from_the_same_records(tmp_path):
+    curve = {"1": 0.001, "10": 0.1, "500": 0.8, "1600": 0.86}
+    config = {"dataset": {"horizon": 10, "n_rollouts": None}}
+    base = {"dataset": "ikeda", "family": "ikeda", "condition": "Baseline", "beta": 0.0, "n_test": 1600, "config": config}
+    write_record(tmp_path, "ikeda/with_curve", seed=0, **base,
+                 metrics={"test_rmse": 0.1, "test_rmse_one_step": 0.001, "rollout_rmse": curve, "contributing_edges": 48, "depth": 4})
+    write_record(tmp_path, "ikeda/before_curve", seed=1, **base,
+                 metrics={"test_rmse": 0.2, "test_rmse_one_step": 0.002, "contributing_edges": 48, "depth": 4})
+    as_recorded = load_runs(tmp_path).set_index("seed")["test_rmse"]
+    assert as_recorded.to_dict() == {0: 0.1, 1: 0.2}
+    assert load_runs(tmp_path, rollout_horizon=10).set_index("seed")["test_rmse"].to_dict() == {0: 0.1, 1: 0.2}  # its own plan
+    whole = load_runs(tmp_path, rollout_horizon="whole")
+    assert whole["test_rmse"].tolist() == [0.86]
+    (skipped_path, why), = whole.attrs["skipped"]
+    assert skipped_path == "ikeda/before_curve/record.json" and "no multi-step RMSE at rollouts of 1600 steps" in why
+    assert load_runs(tmp_path, rollout_horizon=500)["test_rmse"].tolist() == [0.8]
+    report = build_artifacts(whole, formats=()).report
+    assert "read at one rollout over the whole test segment (`--rollout-horizon whole`)" in report

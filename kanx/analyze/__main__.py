@@ -3,6 +3,7 @@
     python -m kanx.analyze outputs/                                  # report at outputs/report.md
     python -m kanx.analyze outputs/ --out reports/ --formats png
     python -m kanx.analyze outputs/ --curves [all]                   # + training curves (metrics.csv): per cell [and per run]
+    python -m kanx.analyze outputs/ --rollout-horizon whole          # Ikeda/Ecosystem RMSE over whole-segment rollouts
     python -m kanx.analyze outputs/ --no-paper                       # without the paper's published values beside
     python -m kanx.analyze outputs/ --published mine.csv --published-dataset mydata [--published-hv hv.csv] [--hv-tol 0.05]
 
@@ -42,11 +43,27 @@ def write_artifacts(art: Artifacts, out: Path, formats) -> Path:
     return report
 
 
+def _horizon(text: str) -> int | str:
+    if text == "whole":
+        return text
+    try:
+        steps = int(text)
+    except ValueError:
+        steps = 0
+    if steps < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rollout horizon: give a whole number of steps >= 1 (e.g. 10) or 'whole'")
+    return steps
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m kanx.analyze", description=__doc__.split("\n")[0])
     parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="folder searched for */record.json")
     parser.add_argument("--out", type=Path, help="output folder (default: RESULTS_ROOT)")
     parser.add_argument("--formats", default="png,pdf", help="figure formats, comma-separated (default: png,pdf)")
+    parser.add_argument("--rollout-horizon", type=_horizon, metavar="H|whole",
+                        help="read Ikeda's and Ecosystem's multi-step test RMSE at rollouts of H steps tiling the test segment "
+                        "(a rung of the records' rollout curve: 1, 2, 5, 10, 20, 50, 100, 200, 500), or over the whole segment "
+                        "(default: as recorded, the dataset's configured horizon); records without that reading are skipped and listed")
     parser.add_argument("--paper", action=argparse.BooleanOptionalAction, default=True,
                         help="set the paper's published tables (shipped with kanx) beside every dataset that has them (default: on)")
     parser.add_argument("--published", type=Path, metavar="CSV", help="published absolute results of one dataset to compare with "
@@ -160,13 +177,11 @@ def main(argv=None) -> int:
     if not args.root.is_dir():
         print(f"error: {args.root} is not a folder", file=sys.stderr)
         return 2
-    runs = load_runs(args.root)
+    runs = load_runs(args.root, rollout_horizon=args.rollout_horizon)
     skipped = runs.attrs["skipped"]
     if runs.empty:
-        print(
-            f"error: no completed record.json below {args.root} ({len(skipped)} skipped)",
-            file=sys.stderr,
-        )
+        why = f"; the first: {skipped[0][0]}: {skipped[0][1]}" if skipped else ""
+        print(f"error: no completed record.json below {args.root} counts ({len(skipped)} skipped{why})", file=sys.stderr)
         return 1
 
     print_config_mixes(runs.attrs.get("config_mixes", []))

@@ -37,7 +37,7 @@ from kanx.identity import ABSENT, ADDED_LATER, differing_keys, run_defining
 from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import RECORD as RECORD_NAME
-from kanx.vocab import RECORD_METRICS, RECORD_TIMING, SCHEMA_VERSION
+from kanx.vocab import RECORD_METRICS, RECORD_ROLLOUT, RECORD_TIMING, SCHEMA_VERSION
 
 from .labels import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
 
@@ -108,7 +108,32 @@ def _width(record: dict) -> str | None:
     return None if not width else "[" + ", ".join(str(int(w)) for w in width) + "]"
 
 
-def _row(record: dict, path: str) -> dict:
+class NotAtHorizon(ValueError):
+    """A dynamical record that holds no multi-step RMSE at the rollout horizon asked for."""
+
+
+def rollout_test_rmse(record: dict, horizon: int | str) -> float | None:
+    """A dynamical record's multi-step test RMSE read at rollouts of ``horizon`` steps tiling
+    the test segment (``"whole"``: one rollout over all of it): from its rollout curve
+    (metrics.rollout_rmse, kanx.data.metrics), or its test_rmse where the record's own plan is
+    that reading. Raises NotAtHorizon when it holds neither (records from before the curve:
+    `python -m kanx.evaluate --add-missing` adds it where model.pt is kept)."""
+    metrics = record.get("metrics") or {}
+    n_test = record.get("n_test")
+    steps = n_test if horizon == "whole" else int(horizon)
+    curve = metrics.get(RECORD_ROLLOUT) or {}
+    if str(steps) in curve:
+        return curve[str(steps)]
+    data = (record.get("config") or {}).get("dataset") or {}
+    own = data.get("horizon") or n_test  # null: the whole segment
+    if own == steps and data.get("n_rollouts") is None:
+        return metrics.get("test_rmse")
+    rungs = ", ".join(curve) or "none: the record predates the rollout curve"
+    raise NotAtHorizon(f"no multi-step RMSE at rollouts of {steps} steps (its rollout curve has {rungs}; its own test_rmse is at "
+                       f"{own} steps)")
+
+
+def _row(record: dict, path: str, rollout_horizon: int | str | None = None) -> dict:
     for key in ("dataset", "condition", "seed", "status"):
         if record.get(key) is None:
             raise ValueError(f"no {key!r}")
@@ -119,6 +144,8 @@ def _row(record: dict, path: str) -> dict:
         raise ValueError(f"condition {condition!r} is not one of {', '.join(CONDITIONS)}")
     dataset = str(record["dataset"])
     metrics = record.get("metrics") or {}
+    if rollout_horizon is not None and "test_rmse_one_step" in metrics:  # a dynamical system's multi-step reading
+        metrics = {**metrics, "test_rmse": rollout_test_rmse(record, rollout_horizon)}
     timing = record.get("timing") or {}
     status = str(record["status"])
     return {
@@ -224,8 +251,12 @@ def sort_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return order.drop(columns=["_g", "_c"]).reset_index(drop=True)
 
 
-def load_runs(root: str | Path) -> pd.DataFrame:
+def load_runs(root: str | Path, rollout_horizon: int | str | None = None) -> pd.DataFrame:
     """A row per completed record below ``root`` (columns: `RUN_COLUMNS`).
+
+    ``rollout_horizon``: read the dynamical systems' test_rmse at rollouts of that many steps
+    (or ``"whole"``: the whole test segment) instead of as recorded (`rollout_test_rmse`); a
+    record without that reading is skipped and listed.
 
     ``usable`` marks the runs that enter medians and log-ratios (status ok or collapsed).
     ``attrs["skipped"]`` lists (path, reason) for records that do not count;
@@ -243,7 +274,10 @@ def load_runs(root: str | Path) -> pd.DataFrame:
             continue
         try:
             record = json.loads(path.read_text())
-            row, setup = _row(record, rel), setup_of(record)
+            row, setup = _row(record, rel, rollout_horizon), setup_of(record)
+        except NotAtHorizon as exc:
+            skipped.append((rel, f"not counted: {exc}"))
+            continue
         except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
             skipped.append((rel, f"unreadable record: {exc}"))
             continue
@@ -259,6 +293,7 @@ def load_runs(root: str | Path) -> pd.DataFrame:
     runs = runs.astype({"usable": bool, "superseded": bool, "beta": float, **{c: "Int64" for c in INTEGER_COLUMNS}})
     runs.attrs["skipped"] = sorted(skipped)
     runs.attrs["config_mixes"] = mixes
+    runs.attrs["rollout_horizon"] = rollout_horizon
     return runs
 
 

@@ -110,6 +110,14 @@ def _figure_lines(stem: str, alt: str, formats: Sequence[str], numbers: str) -> 
     return [*lines, f"{figure}Numbers: {numbers}", ""]
 
 
+def _rollout_note(horizon) -> list[str]:
+    if horizon is None:
+        return []
+    reading = "one rollout over the whole test segment" if horizon == "whole" else f"rollouts of {horizon} steps tiling the test segment"
+    return [f"Multi-step test RMSE of the dynamical systems read at {reading} (`--rollout-horizon {horizon}`), "
+            "from each record's rollout curve; a record without that reading is skipped.", ""]
+
+
 def _run_summary(runs: pd.DataFrame) -> str:
     used = runs[~runs["superseded"]]
     rows = []
@@ -260,6 +268,7 @@ def build_artifacts(
         "",
         "## Records",
         "",
+        *_rollout_note(runs.attrs.get("rollout_horizon")),
         _run_summary(runs),
         STATUS_TEXT,
         "",
