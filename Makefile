@@ -22,7 +22,8 @@ PACK_SIZE ?=
 .PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
 
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
+	  | sed 's/$$(TORCH_VERSION)/$(TORCH_VERSION)/g'  # the help names the values in force, not the variables
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -60,7 +61,7 @@ reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASE
 	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) --group $(GROUP) \
 	  $(if $(PACK_SIZE),--pack-size $(PACK_SIZE)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
-analyze: install ## Analysis only: python -m kanx.analyze $(RESULTS) (default outputs/paper)
+analyze: install ## Analysis only: python -m kanx.analyze RESULTS (RESULTS=dir, default outputs/paper)
 	$(PY) -m kanx.analyze $(or $(RESULTS),outputs/paper)
 
 docs-calibration: install ## docs/CALIBRATION.md from the records under results/calibration

@@ -7,10 +7,17 @@ Implements Bagrow & Bongard, "Optimized Architectures for Kolmogorov-Arnold Netw
 __version__ = "0.1.0"
 
 
+_LAZY = ("load_run", "TrainedRun")
+
+
 def __getattr__(name: str):
     # Lazy, so `import kanx.analyze` does not pull in torch.
-    if name in ("load_run", "TrainedRun"):
+    if name in _LAZY:
         from kanx import load
 
         return getattr(load, name)
     raise AttributeError(f"module 'kanx' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -6,6 +6,7 @@ import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from kanx import records
@@ -81,11 +82,23 @@ class TrainedRun:
         return read_history(self.run_dir) if self.run_dir is not None else None
 
     @torch.no_grad()
-    def predict(self, x: torch.Tensor) -> torch.Tensor:
-        """Predictions in the data's original units for raw inputs x (N, n_inputs)."""
-        x = torch.as_tensor(x, dtype=torch.float64)
+    def predict(self, x):
+        """Predictions in the data's original units for raw inputs x: (N, n_inputs), or one
+        sample (n_inputs,), as a tensor, NumPy array or list. Returns (N, n_outputs), or
+        (n_outputs,) for one sample: a NumPy array for NumPy or list input, else a tensor."""
+        as_numpy = not isinstance(x, torch.Tensor)
+        x = torch.as_tensor(np.asarray(x, dtype=np.float64) if as_numpy else x, dtype=torch.float64)
+        one = x.ndim == 1
+        if one:
+            x = x.unsqueeze(0)
+        n_inputs = len(self.input_names) or None
+        if x.ndim != 2 or (n_inputs and x.shape[1] != n_inputs):
+            raise ValueError(f"predict takes samples of {n_inputs or 'the model'}'s inputs ({', '.join(self.input_names)}) as (N, n_inputs) "
+                             f"or (n_inputs,); got shape {tuple(x.shape[1:] if one else x.shape)}")
         scaled = self.scaling.x(x).unsqueeze(0).to(torch.float32)  # (1, N, n_0)
-        return self.scaling.y_inverse(self.model.predict(scaled, self.gate_estimator)[0].to(torch.float64))
+        out = self.scaling.y_inverse(self.model.predict(scaled, self.gate_estimator)[0].to(torch.float64))
+        out = out[0] if one else out
+        return out.numpy() if as_numpy else out
 
     def formula(self, **options):
         """The run's symbolic formula (kanx.formula.formula_of_run; options: tolerance,

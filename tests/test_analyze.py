@@ -47,7 +47,7 @@ from kanx.analyze import (
 from kanx.analyze.__main__ import main
 from kanx.analyze.aggregate import architecture_edges, ungated_structure_check
 from kanx.analyze.figures import pareto_figure, pareto_runs
-from kanx.analyze.labels import CONDITIONS, GATED, family_label
+from kanx.analyze.labels import CONDITIONS, GATED, family_label, latex_escape
 from kanx.analyze.published import PAPER_HV
 from kanx.analyze.tables import absolute_markdown, hv_csv, hv_latex, hv_markdown
 
@@ -603,3 +603,14 @@ def test_the_rollout_horizon_reads_any_rung_of_the_curve_from_the_same_records(t
     assert load_runs(tmp_path, rollout_horizon=500)["test_rmse"].tolist() == [0.8]
     report = build_artifacts(whole, formats=()).report
     assert "read at one rollout over the whole test segment (`--rollout-horizon whole`)" in report
+
+
+def test_latex_tables_escape_a_users_dataset_name(tmp_path):
+    for seed in range(2):
+        for condition, beta in (("Baseline", None), ("EFX", 0.01)):
+            write_record(tmp_path, f"my_data/{condition}/s{seed}", dataset="my_data", family="my_data", condition=condition, beta=beta, seed=seed)
+    art = build_artifacts(load_runs(tmp_path), formats=())
+    hv = art.texts["tables/hypervolume.tex"]
+    assert r"my\_data" in hv and "my_data &" not in hv.replace("% ", "%")
+    assert r"\%" in latex_escape("5%") and latex_escape(r"a_b&c$d#e{f}~^\\") == r"a\_b\&c\$d\#e\{f\}\textasciitilde{}\textasciicircum{}\textbackslash{}\textbackslash{}"
+    assert family_label("sin_xy2", latex=True) == r"$\sin(x+y^2)$"  # the shipped names stay written LaTeX

@@ -52,9 +52,21 @@ def problem_label(group: str) -> str:
     return f"F{m.group(1)}" if m else group_label(group)
 
 
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+                   "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """Plain text as LaTeX source: a user's dataset name such as my_data must not break \\input."""
+    return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in text)
+
+
 def family_label(family: str, latex: bool = False) -> str:
-    names = FAMILY_NAMES_LATEX if latex else FAMILY_NAMES
-    return names.get(family, family)
+    """Display name of a family (or a dataset of one's own); in LaTeX, written LaTeX for the
+    shipped families and escaped text for any other."""
+    if latex:
+        return FAMILY_NAMES_LATEX.get(family) or latex_escape(FAMILY_NAMES.get(family, family))
+    return FAMILY_NAMES.get(family, family)
 
 
 def dataset_rank(name: str) -> tuple[int, int, str]:

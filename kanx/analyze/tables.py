@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import METRIC_PREFIX
-from .labels import BASELINE, CONDITIONS, UNGATED, family_label, group_label, problem_label
+from .labels import BASELINE, CONDITIONS, UNGATED, family_label, group_label, latex_escape, problem_label
 
 MISSING = "missing"
 NOT_AVAILABLE = "n/a"
@@ -37,7 +37,7 @@ class Cell:
         return f"{marks}{self.text}{marks[::-1]}" if marks else self.text
 
     def latex(self) -> str:
-        text = self.text.replace("%", r"\%")
+        text = latex_escape(self.text)
         text = DASH_TEX if text == DASH_MD else text
         if self.italic:
             text = rf"\textit{{{text}}}"
@@ -245,7 +245,9 @@ def cell_counts_markdown(medians: pd.DataFrame, dataset: str) -> str:
 def _hv_label(column: str, latex: bool, problems: bool) -> str:
     if column == "mean":
         return "Mean"
-    return problem_label(column) if problems else family_label(column, latex)
+    if problems:
+        return latex_escape(problem_label(column)) if latex else problem_label(column)
+    return family_label(column, latex)
 
 
 def _hv_cells(table: pd.DataFrame) -> list[list[Cell]]:
