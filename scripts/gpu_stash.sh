@@ -5,7 +5,7 @@
 #   bash scripts/gpu_stash.sh back   # called by gpu_unpack.sh; does nothing without .stash/
 # `out` moves into .stash/ (git-ignored, so it stays here) every file under results/ that a window
 # does not read: other results roots (calibration, earlier protocols), analyses and logs under
-# results/paper, and every training curve (metrics.csv: ~22 KB a run at 10,000 epochs, 40 MB for
+# results/paper, the kept weights (model.pt, ~20 KB a Nguyen run), and every training curve (metrics.csv: ~22 KB a run at 10,000 epochs, 40 MB for
 # Nguyen's seeds 3-9 alone). The rest stays, among it each run's record.json and done marker under
 # results/paper, by which the window skips finished runs. A run the window resumes without its
 # curve writes rows from its checkpoint on, and gpu_unpack.sh splices those onto the rows here.
@@ -33,7 +33,7 @@ case "${1:-}" in
     # NUL-separated from git to tar: any file name survives; only files present (tracked ones may be gone).
     git ls-files -co --exclude-standard -z results | awk -v RS='\0' -v ORS='\0' '
       $0 !~ /^results\/paper\// { print; next }                                   # another results root
-      $0 ~ /\/metrics\.csv$/ || $0 ~ /^results\/paper\/([^\/]+\/)?(analysis|logs)\// { print }' |
+      $0 ~ /\/(metrics\.csv|model\.pt)$/ || $0 ~ /^results\/paper\/([^\/]+\/)?(analysis|logs)\// { print }' |
       while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done >"$list"
     n=$(tr -cd '\0' <"$list" | wc -c)
     if [ "$n" -gt 0 ]; then
