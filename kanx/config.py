@@ -114,7 +114,7 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     Beta acts through L_C only where it has something to act on: the egates (E) or the
     exit gate (X). Baseline and F sweep seeds only, at beta 0.
     """
-    if not (edge_gates or exits):
+    if not (_bool(edge_gates, "condition.edge_gates") or _bool(exits, "condition.exits")):
         return "0.0"
     values = list(betas)
     if not values:
@@ -141,6 +141,14 @@ def _check_known(node: dict, known: frozenset, section: str) -> None:
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
+
+
+def _bool(value, key: str) -> bool:
+    """A boolean key's value. Only real booleans (YAML's true/false in any case, which Hydra
+    parses): bool('no') is True, so overwrite=no would replace finished records."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r} must be true or false")
+    return value
 
 
 def _int(value, key: str) -> int:
@@ -205,7 +213,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     from kanx.data import DATASETS  # the registry names; the data package imports torch
 
     _require(d.get("loader", d.get("name")) in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")  # loader: a named csv table
-    flags = Condition(bool(cond.get("edge_gates")), bool(cond.get("forward")), bool(cond.get("exits")))
+    flags = Condition(*(_bool(cond.get(k, False), f"condition.{k}") for k in ("edge_gates", "forward", "exits")))
     name = cond.get("name", flags.name)
     _require(name in Condition.NAMES, f"condition={name!r} is not one of: {', '.join(Condition.NAMES)}")
     _require(name == flags.name, f"condition name {name!r} does not match its flags (E={flags.edge_gates}, F={flags.forward}, X={flags.exits}, i.e. {flags.name})")
@@ -221,7 +229,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     warmup, fc_warmup = _int(t["warmup"], "train.warmup"), _int(t["fc_warmup"], "train.fc_warmup")
     _require(0 <= warmup <= epochs, f"train.warmup={warmup} must be between 0 and train.epochs={epochs}")
     _require(fc_warmup >= 0, f"train.fc_warmup={fc_warmup} must be >= 0")
-    if cond.get("forward"):  # the FC warmup only exists with forward connections
+    if flags.forward:  # the FC warmup only exists with forward connections
         _require(fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs} (forward connections would never switch on)")
     batch_size = _int(t["batch_size"], "train.batch_size")
     _require(batch_size >= 1, f"train.batch_size={batch_size} must be >= 1")
@@ -229,7 +237,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _require(lr > 0, f"train.lr={lr} must be > 0")
     train = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup, fc_warmup=fc_warmup,
-        grid_updates=bool(t["grid_updates"]),
+        grid_updates=_bool(t.get("grid_updates", _TRAIN_DEFAULTS["grid_updates"]), "train.grid_updates"),
         grid_update_count=_int(t.get("grid_update_count", _TRAIN_DEFAULTS["grid_update_count"]), "train.grid_update_count"),
         grid_update_every=_int(t.get("grid_update_every", _TRAIN_DEFAULTS["grid_update_every"]), "train.grid_update_every"),
         tau_x_start=_num(t.get("tau_x_start", _TRAIN_DEFAULTS["tau_x_start"]), "train.tau_x_start"),
@@ -240,8 +248,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         tau_x_epochs=None if t.get("tau_x_epochs") is None else _int(t["tau_x_epochs"], "train.tau_x_epochs"),
         checkpoint_every=_int(t.get("checkpoint_every", _TRAIN_DEFAULTS["checkpoint_every"]), "train.checkpoint_every"),
         pack_size=_int(t.get("pack_size", _TRAIN_DEFAULTS["pack_size"]), "train.pack_size"),
-        compile=bool(t.get("compile", _TRAIN_DEFAULTS["compile"])),
-        cuda_graph=bool(t.get("cuda_graph", _TRAIN_DEFAULTS["cuda_graph"])),
+        compile=_bool(t.get("compile", _TRAIN_DEFAULTS["compile"]), "train.compile"),
+        cuda_graph=_bool(t.get("cuda_graph", _TRAIN_DEFAULTS["cuda_graph"]), "train.cuda_graph"),
         log_every=_int(t.get("log_every", _TRAIN_DEFAULTS["log_every"]), "train.log_every"),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
@@ -277,12 +285,12 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         name=d["name"],
         data_seed=seed if data_seed is None else _int(data_seed, "dataset.data_seed"),
         input_scaling=_choice(d.get("input_scaling", "minmax"), "dataset.input_scaling", INPUT_SCALINGS),
-        standardize_targets=bool(d.get("standardize_targets", True)),
+        standardize_targets=_bool(d.get("standardize_targets", True), "dataset.standardize_targets"),
         options={k: v for k, v in d.items() if k not in _DATASET_META and v is not None},
     )
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m.get("gate_estimator", "threshold"), "model.gate_estimator", GATE_ESTIMATORS),
-                     train=train, beta=beta, seed=seed, device=device, overwrite=bool(c.get("overwrite", False)))
+                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c.get("overwrite", False), "overwrite"))
 
 
 def check_against_data(run: RunConfig, n_train: int) -> None:
