@@ -122,20 +122,24 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     return ",".join(repr(float(b)) for b in values)
 
 
-# The keys train.* and model.* may hold (a typo added with +, such as +train.epoch=3, would
-# otherwise be accepted silently and only land in the folder name).
+# The keys each section may hold: any other (a typo added with +, such as +betta=0.01,
+# +condition.edge_gate=true or +train.epoch=3) would be accepted silently, train the default and
+# only land in the folder name. dataset.* takes its loader's options (kanx.data.DATASETS) too.
+_ROOT_KEYS = frozenset({"beta", "seed", "device", "overwrite", "results_root", "dataset", "condition", "model", "train"})
+_CONDITION_KEYS = frozenset({"name", "edge_gates", "forward", "exits"})
 _TRAIN_KEYS = frozenset(f.name for f in fields(TrainConfig))
 _MODEL_KEYS = frozenset({"width", "grid_size", "spline_order", "gate_init_alpha", "noise_scale", "scale_base_mu", "scale_base_sigma",
                          "grid_eps", "grid_refit_rtol", "grid_refit_points", "gate_estimator", "edge_cost", "node_cost", "exit_cost"})
 
 
-def _check_known(node: dict, known: frozenset, section: str) -> None:
+def _check_known(node: dict, known: frozenset, section: str = "") -> None:
     unknown = sorted(set(node) - known)
     if unknown:
         import difflib
 
-        hints = [f"{section}.{k}" + (f" (did you mean {section}.{m[0]}?)" if (m := difflib.get_close_matches(k, known, n=1)) else "") for k in unknown]
-        raise ConfigError(f"unknown key(s) {', '.join(hints)}; {section}.* takes: {', '.join(sorted(known))}")
+        at = f"{section}." if section else ""
+        hints = [f"{at}{k}" + (f" (did you mean {at}{m[0]}?)" if (m := difflib.get_close_matches(k, sorted(known), n=1)) else "") for k in unknown]
+        raise ConfigError(f"unknown key(s) {', '.join(hints)}; {f'{section}.*' if section else 'the top level'} takes: {', '.join(sorted(known))}")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -206,13 +210,18 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     """Convert and check a composed config. Raises ConfigError naming the bad value."""
     c = to_container(cfg) if isinstance(cfg, DictConfig) else dict(cfg)
     c.pop("hydra", None)
+    _check_known(c, _ROOT_KEYS)
     d, m, t, cond = c["dataset"], c["model"], c["train"], c.get("condition") or {}
+    _check_known(cond, _CONDITION_KEYS, "condition")
     _check_known(t, _TRAIN_KEYS, "train")
     _check_known(m, _MODEL_KEYS, "model")
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
+    from kanx.data.registry import SHARED_OPTIONS
 
-    _require(d.get("loader", d.get("name")) in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")  # loader: a named csv table
+    loader = d.get("loader", d.get("name"))  # loader: a named csv table
+    _require(loader in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
+    _check_known(d, frozenset({*_DATASET_META, "loader", *SHARED_OPTIONS, *DATASETS[loader].defaults}), "dataset")
     flags = Condition(*(_bool(cond.get(k, False), f"condition.{k}") for k in ("edge_gates", "forward", "exits")))
     name = cond.get("name", flags.name)
     _require(name in Condition.NAMES, f"condition={name!r} is not one of: {', '.join(Condition.NAMES)}")
