@@ -104,6 +104,7 @@ class RunConfig:
 def register_resolvers() -> None:
     """Resolvers the YAML in conf/ uses; idempotent."""
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
+    OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
     OmegaConf.register_new_resolver("kanx.tag", lambda s: s or "default", replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
 
@@ -114,12 +115,33 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     Beta acts through L_C only where it has something to act on: the egates (E) or the
     exit gate (X). Baseline and F sweep seeds only, at beta 0.
     """
-    if not (_bool(edge_gates, "condition.edge_gates") or _bool(exits, "condition.exits")):
+    if not _gated(_bool(edge_gates, "condition.edge_gates"), _bool(exits, "condition.exits")):
         return "0.0"
     values = list(betas)
     if not values:
         raise ConfigError("dataset.betas is empty: give at least one beta, e.g. dataset.betas=[0.0,0.01]")
     return ",".join(repr(float(b)) for b in values)
+
+
+def beta_if_gated(edge_gates, exits, beta):
+    """A dataset's beta for a single run (conf/dataset/*.yaml): ``beta`` where it acts, else 0.0,
+    so a Baseline or F run is recorded (and filed) at the beta it trains at."""
+    # Flags other than true/false are refused by run_config_from in one line; raising here,
+    # inside an interpolation, would be a traceback.
+    return beta if _gated(edge_gates is True, exits is True) else 0.0
+
+
+def _gated(edge_gates: bool, exits: bool) -> bool:
+    """Beta acts through L_C only on the egates (E) or the exit gate (X)."""
+    return edge_gates or exits
+
+
+def check_beta(run: RunConfig) -> None:
+    """A new run's beta must be one it trains at: a nonzero beta without E or X is a condition
+    left out by mistake, not a Baseline (records read back are not checked: older ones hold it)."""
+    if run.beta and not _gated(run.condition.edge_gates, run.condition.exits):
+        raise ConfigError(f"beta={run.beta} has no effect on condition {run.condition.name}: beta acts only through edge gates (E) or the "
+                          f"exit gate (X); leave beta out (Baseline and F run at beta 0.0) or add the condition, e.g. +condition=EFX")
 
 
 # The keys each section may hold: any other (a typo added with +, such as +betta=0.01,

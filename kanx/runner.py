@@ -25,6 +25,7 @@ from kanx import records, vocab
 from kanx.config import (
     RunConfig,
     check_against_data,
+    check_beta,
     check_device,
     check_width,
     config_differences,
@@ -88,6 +89,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg
         container.pop("hydra", None)
         run = run_config_from(container)
+        check_beta(run)
         check_device(run.device)
         ds = load_data(run)
         check_against_data(run, ds.n_train)

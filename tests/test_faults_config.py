@@ -142,3 +142,43 @@ def test_committed_records_pass_the_checks_and_keep_their_config_hash():
         run = run_config_from(record["config"])
         assert config_hash(record["config"]) == record["config_hash"], folder
         assert run.beta == record["beta"] and run.condition.name == record["condition"], folder
+
+
+# ---------------------------------------------------------------- beta where it cannot act
+
+
+def test_the_default_single_run_is_a_baseline_recorded_and_filed_at_beta_0(tmp_path):
+    from hydra.core.hydra_config import HydraConfig
+
+    full = composed(hydra=True)  # `python -m kanx.train`: sin_xy2, whose YAML gives gated runs beta 0.2
+    HydraConfig.instance().set_config(full)
+    assert full.condition.name == "Baseline" and str(full.hydra.sweep.subdir) == "beta=0.0,seed=0"
+    assert [composed(f"+condition={c}").beta for c in ("F", "E", "X", "EFX")] == [0.0, 0.2, 0.2, 0.2]
+    record = run_jobs([(composed(*TOY_RUN), tmp_path / "run")])[0]
+    assert record["beta"] == record["config"]["beta"] == 0.0 and record["condition"] == "Baseline"
+
+
+@pytest.mark.parametrize("condition", ["baseline", "F"])
+def test_an_explicit_beta_on_a_condition_without_gates_is_refused_before_compute(tmp_path, condition):
+    with pytest.raises(ConfigError) as e:
+        run_jobs([(composed(f"+condition={condition}", "beta=0.3", *TOY_RUN), tmp_path / "run")])
+    assert str(e.value).startswith(f"beta=0.3 has no effect on condition {'Baseline' if condition == 'baseline' else 'F'}: beta acts only")
+    assert not (tmp_path / "run").exists()
+
+
+def test_committed_baseline_and_f_records_are_what_their_default_commands_compose_now():
+    """Baseline and F were swept at beta 0.0: composing their command without beta gives the
+    committed config hash (one dataset each, alternating the condition)."""
+    from pathlib import Path
+
+    from kanx.config import config_hash
+
+    found = sorted(Path(__file__).resolve().parents[1].glob("results/paper/*/*/default/beta=0.0,seed=0/record.json"))
+    found = [f for f in found if f.parts[-4] in ("Baseline", "F")]
+    if not found:
+        pytest.skip("no committed records")
+    for i, dataset in enumerate(sorted({f.parts[-5] for f in found})):
+        condition = ("Baseline", "F")[i % 2]
+        record = json.loads(next(f for f in found if f.parts[-5] == dataset and f.parts[-4] == condition).read_text())
+        now = to_container(composed(f"dataset={dataset}", f"+condition={'baseline' if condition == 'Baseline' else condition}"))
+        assert config_hash(now) == record["config_hash"], (dataset, condition)
