@@ -19,6 +19,7 @@ from omegaconf.errors import MissingMandatoryValue
 from kanx.errors import ConfigError
 from kanx.kan.network import Condition, KANSpec
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
+from kanx.vocab import folder_tag
 
 DEVICES = ("auto", "cpu", "cuda")
 INPUT_SCALINGS = ("minmax", "standardize", "none")
@@ -105,7 +106,7 @@ def register_resolvers() -> None:
     """Resolvers the YAML in conf/ uses; idempotent."""
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
     OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
-    OmegaConf.register_new_resolver("kanx.tag", lambda s: s or "default", replace=True)
+    OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
 
 

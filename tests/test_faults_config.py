@@ -182,3 +182,62 @@ def test_committed_baseline_and_f_records_are_what_their_default_commands_compos
         record = json.loads(next(f for f in found if f.parts[-5] == dataset and f.parts[-4] == condition).read_text())
         now = to_container(composed(f"dataset={dataset}", f"+condition={'baseline' if condition == 'Baseline' else condition}"))
         assert config_hash(now) == record["config_hash"], (dataset, condition)
+
+
+# ---------------------------------------------------------------- folder tags
+
+FEATURES = [f"feature_{i:02d}" for i in range(20)]
+
+
+def _table(path, rows: int = 200):
+    """A CSV with 20 named features and a target y."""
+    import numpy as np
+
+    x = np.random.default_rng(0).uniform(-1, 1, (rows, len(FEATURES)))
+    y = np.sin(x[:, 0]) + x[:, 1] ** 2
+    path.write_text(",".join([*FEATURES, "y"]) + "\n" + "\n".join(",".join(f"{v:.5f}" for v in (*r, t)) for r, t in zip(x, y, strict=True)) + "\n")
+    return path
+
+
+def test_tags_that_fit_a_file_name_are_unchanged_and_longer_ones_are_cut_with_a_hash():
+    from pathlib import Path
+
+    from kanx.vocab import TAG_MAX_BYTES, folder_tag
+
+    assert folder_tag("") == folder_tag(None) == "default"
+    committed = {p.parts[-3] for p in (Path(__file__).resolve().parents[1] / "results").glob("**/record.json")}
+    assert committed and all(folder_tag(t) == t for t in committed)  # committed results stay where they are
+    edge = "x" * TAG_MAX_BYTES
+    assert folder_tag(edge) == edge
+    long = ",".join(f"dataset.features=[{','.join(FEATURES)}]" for _ in range(2))
+    short = folder_tag(long)
+    assert len(short.encode()) <= TAG_MAX_BYTES and short.startswith(long[:100]) and short == folder_tag(long)
+    assert folder_tag(long + "x") != short and folder_tag("é" * 200).startswith("é" * 64)  # cut on a whole character
+
+
+def test_a_sweep_with_twenty_named_features_gets_a_folder_it_can_create(tmp_path):
+    """kanx.plan composes as the command line does: every path component fits a file name."""
+    from kanx.plan import sweep_jobs
+
+    table = _table(tmp_path / "table.csv")
+    jobs = sweep_jobs("csv", "E", [f"dataset.path={table}", "dataset.target=y", f"dataset.features=[{','.join(FEATURES)}]",
+                                   f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", *TOY_RUN])
+    ((cfg, run_dir),) = jobs
+    assert max(len(p.encode()) for p in run_dir.parts) <= 255, run_dir
+    assert "dataset.features=[feature_00" in run_dir.parent.name
+    run_dir.mkdir(parents=True)
+
+
+def test_the_cli_trains_a_long_tag_sweep_and_status_finds_its_folder(tmp_path):
+    from helpers import cli, records
+
+    from kanx.status import multirun_plan
+
+    table = _table(tmp_path / "table.csv")
+    cli("dataset=csv", f"dataset.path={table}", "dataset.target=y", f"dataset.features=[{','.join(FEATURES)}]", "+condition=E",
+        f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", *TOY_RUN, "-m")
+    (record,) = records(tmp_path / "r")
+    assert record["config"]["dataset"]["features"] == FEATURES  # the full overrides stay in the record
+    (multirun,) = (tmp_path / "r").rglob("multirun.yaml")
+    (run_dir,) = (p.parent for p in (tmp_path / "r").rglob("record.json"))
+    assert multirun_plan(multirun).folder == multirun.parent == run_dir.parent
