@@ -241,3 +241,28 @@ def test_the_cli_trains_a_long_tag_sweep_and_status_finds_its_folder(tmp_path):
     (multirun,) = (tmp_path / "r").rglob("multirun.yaml")
     (run_dir,) = (p.parent for p in (tmp_path / "r").rglob("record.json"))
     assert multirun_plan(multirun).folder == multirun.parent == run_dir.parent
+
+
+# ---------------------------------------------------------------- duplicate sweep values
+
+
+def test_a_value_swept_twice_is_one_job_trained_once(tmp_path):
+    """seed=0,0 and beta=0.1,0.10 (Hydra reads both as 0.1, so one folder beta=0.1) are one run."""
+    from kanx.plan import sweep_jobs
+    from kanx.runner import prepare_jobs
+
+    configs = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0,0", "beta=0.1,0.10", *TOY_RUN])
+    assert len(configs) == 4 and len({d for _, d in configs}) == 1
+    assert len(prepare_jobs(configs)) == 1
+    recs = run_jobs(configs)
+    assert len(recs) == 4 and all(r == recs[0] for r in recs)  # one record per job given, as the launchers expect
+    assert recs[0]["timing"]["pack_size"] == 1 and len(list(tmp_path.rglob("record.json"))) == 1
+
+
+def test_two_jobs_of_different_configs_in_one_folder_stop_before_compute(tmp_path):
+    """Keys left out of the folder name (dataset.path, say) can give two runs one folder: the
+    second would replace the first's record."""
+    configs = [(composed("+condition=E", *TOY_RUN, f"train.lr={lr}"), tmp_path / "run") for lr in (0.001, 0.002)]
+    with pytest.raises(ConfigError, match=r"two jobs would write .*run with different configs \(train.lr: 0.001 there, 0.002 now\)"):
+        run_jobs(configs)
+    assert not (tmp_path / "run").exists()
