@@ -18,6 +18,7 @@ from kanx.errors import ConfigError
 from kanx.identity import ADDED_LATER, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.network import Condition, KANSpec
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
+from kanx.vocab import folder_tag
 
 DEVICES = ("auto", "cpu", "cuda")
 INPUT_SCALINGS = ("minmax", "standardize", "none")
@@ -94,7 +95,8 @@ class RunConfig:
 def register_resolvers() -> None:
     """Resolvers the YAML in conf/ uses; idempotent."""
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
-    OmegaConf.register_new_resolver("kanx.tag", lambda s: s or "default", replace=True)
+    OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
+    OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
 
 
@@ -104,7 +106,7 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     Beta acts through L_C only where it has something to act on: the egates (E) or the
     exit gate (X). Baseline and F sweep seeds only, at beta 0.
     """
-    if not (edge_gates or exits):
+    if not _gated(_bool(edge_gates, "condition.edge_gates"), _bool(exits, "condition.exits")):
         return "0.0"
     values = list(betas)
     if not values:
@@ -112,25 +114,58 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     return ",".join(repr(float(b)) for b in values)
 
 
-# The keys train.* and model.* may hold (a typo added with +, such as +train.epoch=3, would
-# otherwise be accepted silently and only land in the folder name).
+def beta_if_gated(edge_gates, exits, beta):
+    """A dataset's beta for a single run (conf/dataset/*.yaml): ``beta`` where it acts, else 0.0,
+    so a Baseline or F run is recorded (and filed) at the beta it trains at."""
+    # Flags other than true/false are refused by run_config_from in one line; raising here,
+    # inside an interpolation, would be a traceback.
+    return beta if _gated(edge_gates is True, exits is True) else 0.0
+
+
+def _gated(edge_gates: bool, exits: bool) -> bool:
+    """Beta acts through L_C only on the egates (E) or the exit gate (X)."""
+    return edge_gates or exits
+
+
+def check_beta(run: RunConfig) -> None:
+    """A new run's beta must be one it trains at: a nonzero beta without E or X is a condition
+    left out by mistake, not a Baseline (records read back are not checked: older ones hold it)."""
+    if run.beta and not _gated(run.condition.edge_gates, run.condition.exits):
+        raise ConfigError(f"beta={run.beta} has no effect on condition {run.condition.name}: beta acts only through edge gates (E) or the "
+                          f"exit gate (X); leave beta out (Baseline and F run at beta 0.0) or add the condition, e.g. +condition=EFX")
+
+
+# The keys each section may hold: any other (a typo added with +, such as +betta=0.01,
+# +condition.edge_gate=true or +train.epoch=3) would be accepted silently, train the default and
+# only land in the folder name. dataset.* takes its loader's options (kanx.data.DATASETS) too.
+_ROOT_KEYS = frozenset({"beta", "seed", "device", "overwrite", "results_root", "dataset", "condition", "model", "train"})
+_CONDITION_KEYS = frozenset({"name", "edge_gates", "forward", "exits"})
 _TRAIN_KEYS = frozenset(f.name for f in fields(TrainConfig))
 _MODEL_KEYS = frozenset({"width", "grid_size", "spline_order", "gate_init_alpha", "noise_scale", "scale_base_mu", "scale_base_sigma",
                          "grid_eps", "grid_refit_rtol", "grid_refit_points", "gate_estimator", "edge_cost", "node_cost", "exit_cost"})
 
 
-def _check_known(node: dict, known: frozenset, section: str) -> None:
+def _check_known(node: dict, known: frozenset, section: str = "") -> None:
     unknown = sorted(set(node) - known)
     if unknown:
         import difflib
 
-        hints = [f"{section}.{k}" + (f" (did you mean {section}.{m[0]}?)" if (m := difflib.get_close_matches(k, known, n=1)) else "") for k in unknown]
-        raise ConfigError(f"unknown key(s) {', '.join(hints)}; {section}.* takes: {', '.join(sorted(known))}")
+        at = f"{section}." if section else ""
+        hints = [f"{at}{k}" + (f" (did you mean {at}{m[0]}?)" if (m := difflib.get_close_matches(k, sorted(known), n=1)) else "") for k in unknown]
+        raise ConfigError(f"unknown key(s) {', '.join(hints)}; {f'{section}.*' if section else 'the top level'} takes: {', '.join(sorted(known))}")
 
 
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
+
+
+def _bool(value, key: str) -> bool:
+    """A boolean key's value. Only real booleans (YAML's true/false in any case, which Hydra
+    parses): bool('no') is True, so overwrite=no would replace finished records."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r} must be true or false")
+    return value
 
 
 def _int(value, key: str) -> int:
@@ -188,14 +223,19 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     """Convert and check a composed config. Raises ConfigError naming the bad value."""
     c = to_container(cfg) if isinstance(cfg, DictConfig) else dict(cfg)
     c.pop("hydra", None)
+    _check_known(c, _ROOT_KEYS)
     d, m, t, cond = c["dataset"], c["model"], c["train"], c.get("condition") or {}
+    _check_known(cond, _CONDITION_KEYS, "condition")
     _check_known(t, _TRAIN_KEYS, "train")
     _check_known(m, _MODEL_KEYS, "model")
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
+    from kanx.data.registry import SHARED_OPTIONS
 
-    _require(d.get("loader", d.get("name")) in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")  # loader: a named csv table
-    flags = Condition(bool(cond.get("edge_gates")), bool(cond.get("forward")), bool(cond.get("exits")))
+    loader = d.get("loader", d.get("name"))  # loader: a named csv table
+    _require(loader in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
+    _check_known(d, frozenset({*_DATASET_META, "loader", *SHARED_OPTIONS, *DATASETS[loader].defaults}), "dataset")
+    flags = Condition(*(_bool(cond.get(k, False), f"condition.{k}") for k in ("edge_gates", "forward", "exits")))
     name = cond.get("name", flags.name)
     _require(name in Condition.NAMES, f"condition={name!r} is not one of: {', '.join(Condition.NAMES)}")
     _require(name == flags.name, f"condition name {name!r} does not match its flags (E={flags.edge_gates}, F={flags.forward}, X={flags.exits}, i.e. {flags.name})")
@@ -211,7 +251,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     warmup, fc_warmup = _int(t["warmup"], "train.warmup"), _int(t["fc_warmup"], "train.fc_warmup")
     _require(0 <= warmup <= epochs, f"train.warmup={warmup} must be between 0 and train.epochs={epochs}")
     _require(fc_warmup >= 0, f"train.fc_warmup={fc_warmup} must be >= 0")
-    if cond.get("forward"):  # the FC warmup only exists with forward connections
+    if flags.forward:  # the FC warmup only exists with forward connections
         _require(fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs} (forward connections would never switch on)")
     batch_size = _int(t["batch_size"], "train.batch_size")
     _require(batch_size >= 1, f"train.batch_size={batch_size} must be >= 1")
@@ -219,7 +259,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _require(lr > 0, f"train.lr={lr} must be > 0")
     train = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup, fc_warmup=fc_warmup,
-        grid_updates=bool(t["grid_updates"]),
+        grid_updates=_bool(t.get("grid_updates", _TRAIN_DEFAULTS["grid_updates"]), "train.grid_updates"),
         grid_update_count=_int(t.get("grid_update_count", _TRAIN_DEFAULTS["grid_update_count"]), "train.grid_update_count"),
         grid_update_every=_int(t.get("grid_update_every", _TRAIN_DEFAULTS["grid_update_every"]), "train.grid_update_every"),
         tau_x_start=_num(t.get("tau_x_start", _TRAIN_DEFAULTS["tau_x_start"]), "train.tau_x_start"),
@@ -230,8 +270,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         tau_x_epochs=None if t.get("tau_x_epochs") is None else _int(t["tau_x_epochs"], "train.tau_x_epochs"),
         checkpoint_every=_int(t.get("checkpoint_every", _TRAIN_DEFAULTS["checkpoint_every"]), "train.checkpoint_every"),
         pack_size=_int(t.get("pack_size", _TRAIN_DEFAULTS["pack_size"]), "train.pack_size"),
-        compile=bool(t.get("compile", _TRAIN_DEFAULTS["compile"])),
-        cuda_graph=bool(t.get("cuda_graph", _TRAIN_DEFAULTS["cuda_graph"])),
+        compile=_bool(t.get("compile", _TRAIN_DEFAULTS["compile"]), "train.compile"),
+        cuda_graph=_bool(t.get("cuda_graph", _TRAIN_DEFAULTS["cuda_graph"]), "train.cuda_graph"),
         log_every=_int(t.get("log_every", _TRAIN_DEFAULTS["log_every"]), "train.log_every"),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
@@ -267,12 +307,12 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         name=d["name"],
         data_seed=seed if data_seed is None else _int(data_seed, "dataset.data_seed"),
         input_scaling=_choice(d.get("input_scaling", "minmax"), "dataset.input_scaling", INPUT_SCALINGS),
-        standardize_targets=bool(d.get("standardize_targets", True)),
+        standardize_targets=_bool(d.get("standardize_targets", True), "dataset.standardize_targets"),
         options={k: v for k, v in d.items() if k not in _DATASET_META and v is not None},
     )
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m.get("gate_estimator", "threshold"), "model.gate_estimator", GATE_ESTIMATORS),
-                     train=train, beta=beta, seed=seed, device=device, overwrite=bool(c.get("overwrite", False)))
+                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c.get("overwrite", False), "overwrite"))
 
 
 def check_against_data(run: RunConfig, n_train: int) -> None:

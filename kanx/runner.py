@@ -25,6 +25,7 @@ from kanx import records, vocab
 from kanx.config import (
     RunConfig,
     check_against_data,
+    check_beta,
     check_device,
     check_width,
     config_differences,
@@ -83,17 +84,27 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
     ConfigError."""
     from kanx.data import data_hash
 
-    jobs = []
+    jobs, by_dir = [], {}
     for cfg, run_dir in configs:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg
         container.pop("hydra", None)
         run = run_config_from(container)
+        check_beta(run)
         check_device(run.device)
         ds = load_data(run)
         check_against_data(run, ds.n_train)
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
         container.setdefault("model", {})["width"] = list(run.model.width)
         job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
+        # A value swept twice (seed=0,0; beta=0.1,0.10) names one folder: one run, trained once.
+        first = by_dir.setdefault(job.run_dir.resolve(), job)
+        if first is not job:
+            if (first.config_hash, first.data_hash) != (job.config_hash, job.data_hash):
+                diff = config_differences(first.container, job.container) or [f"dataset data hash: {first.data_hash}, then {job.data_hash}"]
+                raise ConfigError(f"two jobs would write {job.run_dir} with different configs ({'; '.join(diff[:3])}): "
+                                  "a key that tells them apart must be one the folder name shows")
+            log.info(f"{job.label}: the same run folder as an earlier job; trained once ({job.run_dir})")
+            continue
         job.state = records.read_state(job.run_dir)
         if job.state.problem:
             log.warning(f"{job.state.problem}; the run trains again")
@@ -196,7 +207,7 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     check_machine(packs)
     for pack in packs:
         train_pack(pack, checkpointer)
-    return [records.read_state(j.run_dir).record for j in jobs]
+    return [records.read_state(Path(run_dir)).record for _, run_dir in configs]  # one per config, duplicates included
 
 
 # ------------------------------------------------------------------ one pack

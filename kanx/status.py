@@ -54,7 +54,7 @@ from pathlib import Path
 import yaml
 
 from kanx.records import read_state
-from kanx.vocab import CHECKPOINT, LOCK, RECORD, UNGATED  # UNGATED: no beta sweep, seeds only at beta 0
+from kanx.vocab import CHECKPOINT, LOCK, RECORD, UNGATED, folder_tag  # UNGATED: no beta sweep, seeds only at beta 0
 
 MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")
@@ -244,7 +244,7 @@ def multirun_plan(path: Path) -> Multirun | None:
         return None
     if betas is None:
         return None
-    return Multirun(path, path.parent.parent / (tag or "default"), tuple(betas), tuple(seeds))
+    return Multirun(path, path.parent.parent / folder_tag(tag), tuple(betas), tuple(seeds))
 
 
 def expected_grid(plan: Multirun | None, records: list[dict]) -> tuple[set[tuple[float, int]], str]:

@@ -64,5 +64,26 @@ RECORD_ERRORS: tuple[str, ...] = ("test_rmse", "train_rmse", "test_rmse_one_step
 RECORD_ROLLOUT = "rollout_rmse"
 RECORD_STRUCTURE: tuple[str, ...] = ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")
 RECORD_METRICS: tuple[str, ...] = (*RECORD_ERRORS, *RECORD_STRUCTURE)
+# A sweep folder <dataset>/<condition>/<tag>: the tag is the overrides that change a run, as
+# Hydra writes them (hydra.job.override_dirname), or "default". A file name may be 255 bytes
+# on common file systems; a longer tag (20 named CSV features) keeps its first TAG_PREFIX_BYTES
+# and a hash of the whole, and the record's config holds every value.
+TAG_MAX_BYTES, TAG_PREFIX_BYTES = 255, 128
+
+
+def folder_tag(overrides: str | None) -> str:
+    """The <tag> folder name of a sweep's overrides: unchanged up to TAG_MAX_BYTES (every tag
+    that worked before), else a readable prefix and a hash of the whole."""
+    if not overrides:
+        return "default"
+    raw = overrides.encode()
+    if len(raw) <= TAG_MAX_BYTES:
+        return overrides
+    import hashlib  # here, not at the top: this module imports nothing
+
+    head = raw[:TAG_PREFIX_BYTES].decode(errors="ignore")
+    return f"{head}...{hashlib.sha256(raw).hexdigest()[:12]}"
+
+
 # record["timing"]: what the analysis reads of it (the writer adds train_s, pack_size, device).
 RECORD_TIMING: tuple[str, ...] = ("wall_s", "steps", "steps_per_s")

@@ -107,7 +107,7 @@ def test_bad_numbers_and_devices_stop_before_compute(tmp_path):
         p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, override, check=False)
         assert p.returncode == 2 and message in p.stderr, p.stderr
     if not torch.cuda.is_available():
-        p = cli(f"results_root={tmp_path}", *ARGS, "device=cuda", check=False)
+        p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "device=cuda", check=False)
         assert p.returncode == 2 and "device=cuda but torch finds no CUDA device" in p.stderr
     assert not list(tmp_path.rglob("record.json"))
 
@@ -263,7 +263,7 @@ def test_a_record_holds_its_data_hash_and_changed_data_stop_before_compute(tmp_p
 
     table = tmp_path / "table.csv"
     _write_table(table)
-    args = ["dataset=csv", f"dataset.path={table}", "dataset.target=y", "model.width=[1,2,1]", f"results_root={tmp_path / 'r'}", *ARGS]
+    args = ["dataset=csv", f"dataset.path={table}", "dataset.target=y", "model.width=[1,2,1]", "+condition=E", f"results_root={tmp_path / 'r'}", *ARGS]
     cli(*args)
     (first,) = records(tmp_path / "r")
     assert first["data_hash"] == data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128, n_test=64))
