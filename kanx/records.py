@@ -119,6 +119,8 @@ def integrity_problem(run_dir: Path) -> str | None:
 
 
 def _alive(pid: int) -> bool:
+    if pid <= 0:  # kill(0) and kill(-1) signal groups of processes, not one
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -128,33 +130,76 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot, field 22 of /proc/<pid>/stat): with
+    the pid it names one process, not a later one given the same pid. None without /proc."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 # A lock that another host has not refreshed for this long is stale (its process was killed,
 # e.g. a preempted SLURM task requeued on another node); the trainer refreshes its locks
 # every LOCK_REFRESH_S.
 LOCK_STALE_S, LOCK_REFRESH_S = 600.0, 60.0
 
 
+def lock_is_live(run_dir: Path) -> bool:
+    """Whether the run's lock may belong to a process still training it: the one judgement of
+    try_lock (which takes over a lock that is not live) and kanx.status ("running").
+
+    A lock names its host, pid, the process's start time and when it was taken. On this host it
+    is live while that process runs: a pid now held by a process that started at another time
+    was reused. A lock from another host (whose processes cannot be checked), or from before
+    locks held a start time, is live while it is refreshed (LOCK_STALE_S). One that is empty or
+    garbled was being written when its writer stopped, or this instant: live only for
+    LOCK_REFRESH_S."""
+    path = Path(run_dir) / LOCK
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # not this process's to judge, nor to remove
+    try:
+        holder = json.loads(path.read_text())
+        host, pid = holder["host"], int(holder["pid"])
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return age <= LOCK_REFRESH_S
+    if host != socket.gethostname():
+        return age <= LOCK_STALE_S
+    if not _alive(pid):
+        return False
+    start = _process_start(pid)
+    if holder.get("start") is None or start is None:
+        return age <= LOCK_STALE_S
+    return holder["start"] == start
+
+
+def _mine(holder: dict) -> bool:
+    return holder.get("host") == socket.gethostname() and holder.get("pid") == os.getpid()
+
+
 def try_lock(run_dir: Path) -> bool:
     """Take the run's lock file (O_EXCL: one process wins), so two sweeps started at once
-    never train the same run twice. A lock left by a dead process on this host is taken
-    over at once; one from another host (whose process cannot be checked) once it has not
-    been refreshed for LOCK_STALE_S."""
+    never train the same run twice. A lock that is not live (lock_is_live), or this process's
+    own, is taken over."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    path, me = run_dir / LOCK, {"host": socket.gethostname(), "pid": os.getpid()}
+    path = run_dir / LOCK
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid()), "taken": round(time.time(), 3)}
     for _ in range(2):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_UMASK)
         except FileExistsError:
             try:
-                holder = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                return False  # being written this instant, or not ours to judge
-            if holder.get("host") == me["host"]:
-                stale = holder.get("pid") == me["pid"] or not _alive(int(holder.get("pid", -1)))
-            else:
-                stale = time.time() - path.stat().st_mtime > LOCK_STALE_S
-            if stale:  # (or this process's own): take it over
+                mine = _mine(json.loads(path.read_text()))
+            except (OSError, ValueError, AttributeError):
+                mine = False
+            if mine or not lock_is_live(run_dir):
                 path.unlink(missing_ok=True)
                 continue
             return False
@@ -180,7 +225,7 @@ def unlock(run_dir: Path) -> None:
         holder = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return
-    if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+    if isinstance(holder, dict) and _mine(holder):
         path.unlink(missing_ok=True)
 
 

@@ -8,7 +8,7 @@ A sweep is a folder <dataset>/<condition>/<tag> of run folders `beta=..,seed=..`
 counts once, as the first of these that fits:
 
     ok, collapsed, diverged, failed   its record (with its `done` marker) says so
-    running                           its folder holds a file named `lock`
+    running                           its folder holds the `lock` of a live process (kanx.records.lock_is_live)
     checkpointed                      a checkpoint.pt (shown with the epochs it holds: 3@500)
     missing                           expected, but nothing usable on disk
 
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import yaml
 
-from kanx.records import read_state
+from kanx.records import lock_is_live, read_state
 from kanx.vocab import CHECKPOINT, LOCK, RECORD, UNGATED  # UNGATED: no beta sweep, seeds only at beta 0
 
 MULTIRUN = "multirun.yaml"
@@ -129,7 +129,7 @@ def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, f
         return str(state.record.get("status", "ok")), None, state.record, None, None
     has_checkpoint = (run_dir / CHECKPOINT).exists()
     epoch, stretch, pack = read_checkpoint(run_dir) if has_checkpoint else (None, None, None)
-    if (run_dir / LOCK).exists():
+    if lock_is_live(run_dir):
         return "running", epoch, None, stretch, pack
     if has_checkpoint:
         return "checkpointed", epoch, None, stretch, pack

@@ -1,0 +1,89 @@
+"""Nothing finished is ever lost or replaced by accident (issue #34): a pack that cannot write
+keeps the records it finished, a lock left by no live process expires, a single run is
+prepared and stopped as a sweep is, a signal's checkpoint keeps the curve's rows, and an
+empty done marker vouches for nothing."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import TOY
+
+from kanx import records
+
+ARGS = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
+
+
+def age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def started(pid: int) -> int:
+    """The start time of process ``pid`` (clock ticks after boot, /proc/<pid>/stat field 22)."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        pytest.skip("no /proc")
+    return int(stat.read_text().rsplit(")", 1)[1].split()[19])
+
+
+# ---------------------------------------------------------------- locks
+
+
+def test_a_lock_naming_no_live_process_is_taken_over_and_is_not_running(tmp_path):
+    from kanx.status import run_state
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = started(sleeper.pid)
+        cases = {  # lock contents -> taken over (stale)?
+            "empty, just written": ("", 0, False),  # its writer is between creating and filling it
+            "empty, older than the refresh interval": ("", records.LOCK_REFRESH_S + 1, True),
+            "garbled, older than the refresh interval": ('{"host": "x", "pi', records.LOCK_REFRESH_S + 1, True),
+            "a live process": (json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "start": start}), 0, False),
+            "a reused pid": (json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "start": start - 1}), 0, True),
+        }
+        for name, (text, seconds, stale) in cases.items():
+            run_dir = tmp_path / name
+            run_dir.mkdir()
+            (run_dir / "lock").write_text(text)
+            age(run_dir / "lock", seconds)
+            assert (run_state(run_dir)[0] == "running") is not stale, name  # kanx.status judges it as try_lock does
+            assert records.try_lock(run_dir) is stale, name
+            if stale:
+                assert json.loads((run_dir / "lock").read_text())["pid"] == os.getpid()
+                records.unlock(run_dir)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    dead = tmp_path / "dead"
+    dead.mkdir()
+    (dead / "lock").write_text(json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "start": start}))
+    assert run_state(dead)[0] == "missing"  # status said running
+
+
+def test_a_lock_says_which_process_took_it_and_when(tmp_path):
+    assert records.try_lock(tmp_path)
+    held = json.loads((tmp_path / "lock").read_text())
+    assert held["host"] == socket.gethostname() and held["pid"] == os.getpid()
+    assert held["start"] == started(os.getpid()) and abs(held["taken"] - time.time()) < 60
+    assert records.lock_is_live(tmp_path)
+    records.unlock(tmp_path)
+
+
+def test_a_single_run_takes_over_an_empty_lock_left_long_ago(tmp_path):
+    from helpers import train_run
+
+    from kanx.plan import sweep_jobs
+
+    ((_, run_dir),) = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0", "beta=0.1", *ARGS])
+    run_dir.mkdir(parents=True)
+    (run_dir / "lock").write_text("")
+    age(run_dir / "lock", records.LOCK_REFRESH_S + 1)
+    train_run(run_dir, "+condition=E", f"results_root={tmp_path}", "seed=0", "beta=0.1", *ARGS)
+    assert records.read_state(run_dir).status == "done" and not (run_dir / "lock").exists()
