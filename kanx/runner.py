@@ -199,6 +199,30 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     return [records.read_state(j.run_dir).record for j in jobs]
 
 
+def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_root=None, pack_size: int | None = None,
+                group: str = "sweep") -> list[dict]:
+    """What `python -m kanx.train` does with its jobs, for a single run (a sweep of one) as for a
+    sweep: SIGTERM or SIGINT checkpoint the pack in training and stop in one line
+    (kanx.plan.stop_on_signals); every job and the machine are checked before any compute
+    (run_jobs); then it trains. It stops with one line: exit 2 for bad input, removing ``folder``
+    if it holds only what Hydra wrote there, and 1 for runs that failed. Returns the records."""
+    from kanx.errors import fail
+    from kanx.plan import stop_on_signals
+
+    checkpointer = stop_on_signals()
+    try:
+        recs = run_jobs(configs, pack_size=pack_size, group=group, checkpointer=checkpointer)
+    except ConfigError as e:
+        records.discard_if_empty(folder, results_root)
+        fail(e)
+    failed = [Path(run_dir) / records.RECORD for (_, run_dir), rec in zip(configs, recs, strict=True) if rec and rec.get("status") == "failed"]
+    if len(configs) == 1 and failed:
+        fail(f"the run failed; {failed[0]} holds the error", code=1)
+    if failed:  # recorded (a re-run retries them), but a script must see it
+        fail(f"{len(failed)} of {len(configs)} run(s) failed; their record.json holds the error, e.g. {failed[0].parent}", code=1)
+    return recs
+
+
 # ------------------------------------------------------------------ one pack
 
 

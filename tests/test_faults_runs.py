@@ -5,6 +5,7 @@ empty done marker vouches for nothing."""
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import TOY
+import torch
+from helpers import TOY, cli, wait_for
 
 from kanx import records
 
@@ -87,3 +89,30 @@ def test_a_single_run_takes_over_an_empty_lock_left_long_ago(tmp_path):
     age(run_dir / "lock", records.LOCK_REFRESH_S + 1)
     train_run(run_dir, "+condition=E", f"results_root={tmp_path}", "seed=0", "beta=0.1", *ARGS)
     assert records.read_state(run_dir).status == "done" and not (run_dir / "lock").exists()
+
+
+# ---------------------------------------------------------------- a single run is a sweep of one
+
+
+def test_a_single_run_into_an_unusable_results_root_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    p = cli("+condition=E", f"results_root={blocker / 'results'}", *ARGS, check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-3000:]
+    assert p.stderr.startswith(f"kanx: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_signal_to_a_single_run_checkpoints_it_in_one_line(tmp_path, signame):
+    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500", "train.warmup=1", "train.fc_warmup=1",
+            "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY]
+    p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    wait_for(tmp_path, "lock")
+    time.sleep(2)
+    sig = getattr(signal, signame)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + sig and err.strip().splitlines()[-1] == f"{signame}: saved checkpoints of 1 run(s); stopping", err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    (ckpt,) = tmp_path.rglob("checkpoint.pt")
+    assert 0 < torch.load(ckpt, weights_only=True)["epoch"] < 1500 and not list(tmp_path.rglob("lock"))
