@@ -10,6 +10,7 @@ A run directory holds
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from kanx.errors import StorageError
 from kanx.hashing import sha256_of
 from kanx.vocab import CHECKPOINT, DONE, LOCK, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
 
@@ -47,11 +49,20 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+def cannot_write(path: Path, error: OSError) -> StorageError:
+    """``error`` (raised writing ``path``) as the one-line StorageError, naming ``path``: the
+    OSError of a full disk names no file."""
+    return StorageError(error.errno, error.strerror, str(path))
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over ``path``:
-    a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    a reader sees the old file or the new one, never half of one. Raises StorageError."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise cannot_write(path, e) from e
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; records are for the whole group to read
         with os.fdopen(fd, "wb") as f:
@@ -59,8 +70,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        with contextlib.suppress(OSError):  # on a file system turned read-only it stays; the next lock holder removes it
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise cannot_write(path, e) from e
         raise
 
 
@@ -186,26 +200,34 @@ def _mine(holder: dict) -> bool:
 def try_lock(run_dir: Path) -> bool:
     """Take the run's lock file (O_EXCL: one process wins), so two sweeps started at once
     never train the same run twice. A lock that is not live (lock_is_live), or this process's
-    own, is taken over."""
+    own, is taken over. Raises StorageError."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK
     me = {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid()), "taken": round(time.time(), 3)}
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_UMASK)
-        except FileExistsError:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
             try:
-                mine = _mine(json.loads(path.read_text()))
-            except (OSError, ValueError, AttributeError):
-                mine = False
-            if mine or not lock_is_live(run_dir):
-                path.unlink(missing_ok=True)
-                continue
-            return False
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
-        return True
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_UMASK)
+            except FileExistsError:
+                try:
+                    mine = _mine(json.loads(path.read_text()))
+                except (OSError, ValueError, AttributeError):
+                    mine = False
+                if mine or not lock_is_live(run_dir):
+                    path.unlink(missing_ok=True)
+                    continue
+                return False
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(me, f)
+            except OSError:
+                with contextlib.suppress(OSError):  # an empty lock would hold the run for LOCK_REFRESH_S
+                    path.unlink()
+                raise
+            return True
+    except OSError as e:
+        raise cannot_write(path, e) from e
     return False
 
 
@@ -226,7 +248,8 @@ def unlock(run_dir: Path) -> None:
     except (OSError, json.JSONDecodeError):
         return
     if isinstance(holder, dict) and _mine(holder):
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a file system turned read-only: it names a process that is gone once this one is
+            path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ job at a time), kanx's packing launcher and the SLURM launcher (one pack per arr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -33,7 +34,7 @@ from kanx.config import (
     to_container,
 )
 from kanx.curves import Curves, default_every
-from kanx.errors import ConfigError
+from kanx.errors import ConfigError, StorageError
 from kanx.load import model_file
 from kanx.trainer import Trainer, describe_device, resolve_device
 from kanx.vocab import CONDITIONS
@@ -205,7 +206,8 @@ def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_ro
     sweep: SIGTERM or SIGINT checkpoint the pack in training and stop in one line
     (kanx.plan.stop_on_signals); every job and the machine are checked before any compute
     (run_jobs); then it trains. It stops with one line: exit 2 for bad input, removing ``folder``
-    if it holds only what Hydra wrote there, and 1 for runs that failed. Returns the records."""
+    if it holds only what Hydra wrote there, and 1 for runs that failed or results that cannot
+    be written. Returns the records."""
     from kanx.errors import fail
     from kanx.plan import stop_on_signals
 
@@ -215,6 +217,8 @@ def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_ro
     except ConfigError as e:
         records.discard_if_empty(folder, results_root)
         fail(e)
+    except StorageError as e:
+        fail(f"{e}; training stopped: the runs recorded so far keep their records, the same command trains the others", code=1)
     failed = [Path(run_dir) / records.RECORD for (_, run_dir), rec in zip(configs, recs, strict=True) if rec and rec.get("status") == "failed"]
     if len(configs) == 1 and failed:
         fail(f"the run failed; {failed[0]} holds the error", code=1)
@@ -258,21 +262,27 @@ def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
 
 
 def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) -> None:
-    """Train one pack and write its records. An exception becomes a `failed` record for
-    each of its runs (retried on the next invocation), never a crash of the sweep. Each
-    run's lock is held while it trains."""
+    """Train one pack and write its records. An exception becomes a `failed` record for each
+    of its runs not finished yet (retried on the next invocation), never a crash of the sweep;
+    a run whose record is written is finished, and no later failure of its pack rewrites it.
+    Results that cannot be written (StorageError: a full disk, a read-only file system) stop
+    training instead: the runs not finished get no record (it could not be written either)
+    and train on the next invocation, from their checkpoints. Each run's lock is held while
+    it trains."""
     start = time.perf_counter()
     jobs = _lock_pending(jobs)
     if not jobs:
         return
+    finished: list[Path] = []
     try:
-        _train_pack(jobs, start, checkpointer)
-    except KeyboardInterrupt:
+        _train_pack(jobs, start, checkpointer, finished)
+    except (KeyboardInterrupt, StorageError):
         raise
     except Exception:
         tb = traceback.format_exc()
-        log.error(f"pack of {len(jobs)} run(s) failed:\n{tb}")
-        for job in jobs:
+        left = [job for job in jobs if job.run_dir not in finished]
+        log.error(f"pack of {len(jobs)} run(s) failed{f' after {len(finished)} were recorded' if finished else ''}:\n{tb}")
+        for job in left:
             rec = _base_record(job, "failed", time.perf_counter() - start, 0)
             rec["error"] = tb
             records.write_record(job.run_dir, rec)
@@ -363,7 +373,8 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
     return datasets, scalings, x, y
 
 
-def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None) -> None:
+def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path]) -> None:
+    """Train the pack, then write each run's model and record; ``finished`` gets each run's folder once its record is written."""
     from kanx.data import evaluate_members, stack_scalings
 
     runs = [j.run for j in jobs]
@@ -429,7 +440,9 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         _save_torch(job.run_dir / records.MODEL, model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                                                       runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
         records.write_record(job.run_dir, rec)
-        (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
+        finished.append(job.run_dir)
+        with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
+            (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
         log.info(f"[{status}] {job.label}: test_rmse={metrics[m]['test_rmse']:.4g}{unit} edges={structures[m]['contributing_edges']} "
                  f"depth={structures[m]['depth']} exit={structures[m]['exit']} -> {job.run_dir / records.RECORD}")

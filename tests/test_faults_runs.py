@@ -116,3 +116,99 @@ def test_a_signal_to_a_single_run_checkpoints_it_in_one_line(tmp_path, signame):
     assert "Traceback" not in err, err[-3000:]
     (ckpt,) = tmp_path.rglob("checkpoint.pt")
     assert 0 < torch.load(ckpt, weights_only=True)["epoch"] < 1500 and not list(tmp_path.rglob("lock"))
+
+
+# ---------------------------------------------------------------- a pack that cannot write
+
+
+@pytest.fixture
+def own_signals():
+    """run_command installs the CLI's SIGTERM/SIGINT handlers: pytest's come back after the test."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def disk_full_from(model_number: int, monkeypatch, code: int) -> None:
+    """From the ``model_number``-th model.pt written on, every fsync fails with ``code`` (the disk
+    filled up, or turned read-only, there)."""
+    import kanx.runner
+
+    models, save = [], kanx.runner._save_torch
+
+    def counting(path, obj):
+        models.extend([path] if path.name == "model.pt" else [])
+        return save(path, obj)
+
+    def fsync(fd):
+        if len(models) >= model_number:
+            raise OSError(code, os.strerror(code))
+        return real_fsync(fd)
+
+    real_fsync = os.fsync
+    monkeypatch.setattr(kanx.runner, "_save_torch", counting)
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+@pytest.mark.parametrize("code,cause", [(28, "the disk is full"), (30, "the file system is read-only")])  # ENOSPC, EROFS
+def test_a_pack_that_cannot_write_keeps_its_finished_records_and_stops_in_one_line(tmp_path, monkeypatch, capsys, caplog, own_signals, code, cause):
+    from kanx.plan import sweep_jobs
+    from kanx.runner import run_command
+
+    configs = sweep_jobs("sin_xy2", "EFX", [f"results_root={tmp_path}", "seed=0,1,2,3,4,5", "beta=0.1", *ARGS])
+    with monkeypatch.context() as patch:
+        disk_full_from(4, patch, code)  # seeds 0-2 are recorded, seed 3's model.pt hits the full disk
+        with pytest.raises(SystemExit) as stop:
+            run_command(configs, tmp_path, tmp_path)
+    err = capsys.readouterr().err
+    seed3 = configs[3][1]
+    assert stop.value.code == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"kanx: error: cannot write {seed3 / 'model.pt'}: {cause}"), err
+    states = [records.read_state(run_dir) for _, run_dir in configs]
+    assert [s.status for s in states] == ["done"] * 3 + ["new"] * 3  # the finished records stay, no failed one was written
+    assert all(s.record["status"] in ("ok", "collapsed") for s in states[:3])
+    assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob("lock"))
+    stamps = {f: f.stat().st_mtime_ns for f in tmp_path.rglob("record.json")}
+    with caplog.at_level("INFO", logger="kanx"):
+        run_command(configs, tmp_path, tmp_path)  # room again: the same command trains the three others
+    assert "3 of 6 runs already have records" in caplog.text
+    assert all(records.read_state(run_dir).status == "done" for _, run_dir in configs)
+    assert all(f.stat().st_mtime_ns == t for f, t in stamps.items())
+
+
+def test_a_failing_pack_leaves_the_records_it_finished_alone(tmp_path, monkeypatch):
+    """Any error after a member's record is written (here: while writing the next one's model)
+    makes `failed` records of the others only."""
+    import kanx.runner
+    from kanx.plan import sweep_jobs
+    from kanx.runner import run_jobs
+
+    configs = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0,1,2", "beta=0.1", *ARGS])
+    save, models = kanx.runner._save_torch, []
+
+    def third_fails(path, obj):
+        models.extend([path] if path.name == "model.pt" else [])
+        if len(models) == 3:
+            raise RuntimeError("planted fault")
+        return save(path, obj)
+
+    monkeypatch.setattr(kanx.runner, "_save_torch", third_fails)
+    recs = run_jobs(configs)
+    assert [r["status"] for r in recs] == ["ok", "ok", "failed"] and "planted fault" in recs[2]["error"]
+
+
+def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
+    """The same on a 120 KiB tmpfs (where mounting is permitted: root): model.pt files fill it."""
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=120k", "tmpfs", str(tiny)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    try:
+        p = cli("+condition=EFX", "seed=0,1,2,3,4,5", "beta=0.1", f"results_root={tiny}", *ARGS, "-m", check=False)
+        assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "the disk is full" in p.stderr, p.stderr[-3000:]
+        states = [records.read_state(d) for d in sorted(tiny.glob("sin_xy2/EFX/*/beta=*"))]
+        assert len(states) == 6 and all(s.status in ("done", "new") for s in states), states
+        assert 0 < sum(s.status == "done" for s in states) < 6 and all(s.record["status"] != "failed" for s in states if s.record)
+    finally:
+        subprocess.run(["umount", str(tiny)], check=True)
