@@ -296,22 +296,38 @@ class Checkpointer:
 
     Whoever handles the stop signals (kanx.plan.stop_on_signals, the SLURM task) owns one
     and hands it to run_jobs or train_pack, which point it at each pack while it trains; the
-    state it saves is the trainer's own (Trainer.last_state).
+    state it saves is the trainer's own (Trainer.last_state), and every checkpoint, a signal's
+    too, writes the pack's curves up to the same epoch: a resumed run keeps only the rows up to
+    its checkpoint's epoch (kanx.curves), so rows not written with it would be lost.
     """
 
     def __init__(self) -> None:
         self.jobs: Sequence[Job] = ()
         self.trainer: Trainer | None = None
+        self.curves: Curves | None = None
+        self.state: dict | None = None
 
-    def watch(self, jobs: Sequence[Job], trainer: Trainer | None) -> None:
-        self.jobs, self.trainer = jobs, trainer
+    def watch(self, jobs: Sequence[Job], trainer: Trainer | None, curves: Curves | None = None) -> None:
+        """Point it at a pack in training (or at none: ``()``, None). With ``curves``, it saves the
+        state of the last epoch whose rows the curves hold (``caught_up``), not the trainer's newest."""
+        self.jobs, self.trainer, self.curves, self.state = jobs, trainer, curves, None
+
+    def caught_up(self) -> None:
+        """The curves hold the rows of the trainer's last epoch: its state is the one to save."""
+        self.state = self.trainer.last_state
 
     def save(self) -> int:
         """Write the checkpoints of the pack in training. Returns the number of runs
         checkpointed (0 if none is training, or it has not finished an epoch yet)."""
-        if not self.jobs or self.trainer is None or self.trainer.last_state is None:
+        if self.curves is not None:
+            state = self.state
+        else:
+            state = self.trainer.last_state if self.trainer is not None else None
+        if not self.jobs or state is None:
             return 0
-        _write_checkpoints(self.jobs, self.trainer, self.trainer.last_state)
+        _write_checkpoints(self.jobs, self.trainer, state)
+        if self.curves is not None:
+            self.curves.flush(upto=state["epoch"])
         return len(self.jobs)
 
 
@@ -393,10 +409,13 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     resumed_at = (trainer.epoch, time.perf_counter())
 
     refreshed = [time.monotonic()]
+    checkpointer = checkpointer or Checkpointer()  # the periodic checkpoints' too, signals or not
+    checkpointer.watch(jobs, trainer, curves)
 
     def on_epoch(trainer: Trainer, progress) -> None:
         bar.update(1)
         curves.add(trainer, progress)
+        checkpointer.caught_up()
         if time.monotonic() - refreshed[0] > records.LOCK_REFRESH_S:
             records.refresh_locks(j.run_dir for j in jobs)
             refreshed[0] = time.monotonic()
@@ -404,17 +423,13 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
             open_gates = (trainer.model.inference_gates(trainer.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
         if cfg.checkpoint_every and trainer.epoch % cfg.checkpoint_every == 0 and trainer.epoch < cfg.epochs:
-            _write_checkpoints(jobs, trainer, trainer.last_state)
-            curves.flush()
+            checkpointer.save()
             log.info(_progress_line(trainer, progress, name, cfg.epochs, resumed_at))
 
-    if checkpointer is not None:
-        checkpointer.watch(jobs, trainer)
     try:
         trainer.train(on_epoch)
     finally:
-        if checkpointer is not None:
-            checkpointer.watch((), None)
+        checkpointer.watch((), None)
         bar.close()
     curves.flush()
 

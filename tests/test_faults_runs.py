@@ -212,3 +212,43 @@ def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
         assert 0 < sum(s.status == "done" for s in states) < 6 and all(s.record["status"] != "failed" for s in states if s.record)
     finally:
         subprocess.run(["umount", str(tiny)], check=True)
+
+
+# ---------------------------------------------------------------- a signal's checkpoint and the curve
+
+
+def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypatch, own_signals):
+    """SIGTERM at epoch 9, after the periodic checkpoint at 6: the resumed run's metrics.csv is the
+    uninterrupted run's, row for row (training seconds aside), epochs 7 to 9 included."""
+    import pandas as pd
+
+    from kanx.plan import sweep_jobs
+    from kanx.runner import run_command
+    from kanx.trainer import Trainer
+
+    def configs(root):
+        return sweep_jobs("sin_xy2", "E", [f"results_root={root}", "seed=0", "beta=0.1", "train.epochs=12", "train.warmup=4", "train.fc_warmup=2",
+                                           "train.log_every=1", "train.checkpoint_every=6", *TOY])
+
+    run_epoch = Trainer.run_epoch
+
+    def signalled(self):
+        if self.epoch == 9:
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler checkpoints the pack as of epoch 9, then stops
+        return run_epoch(self)
+
+    stopped = configs(tmp_path / "stopped")
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "run_epoch", signalled)
+        with pytest.raises(SystemExit) as stop:
+            run_command(stopped, tmp_path, tmp_path)
+    assert stop.value.code == 128 + signal.SIGTERM
+    run_dir = stopped[0][1]
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] == 9
+    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == list(range(1, 10))  # flushed with the signal's checkpoint
+    run_command(stopped, tmp_path, tmp_path)
+    straight = configs(tmp_path / "straight")
+    run_command(straight, tmp_path, tmp_path)
+    resumed, whole = (pd.read_csv(c[0][1] / "metrics.csv").drop(columns="elapsed_s") for c in (stopped, straight))
+    assert list(whole["epoch"]) == list(range(1, 13))
+    assert resumed.to_dict("records") == whole.to_dict("records")  # resuming is bitwise
