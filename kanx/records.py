@@ -132,6 +132,49 @@ def integrity_problem(run_dir: Path) -> str | None:
     return None
 
 
+def seal_legacy(root: Path) -> tuple[list[Path], list[Path]]:
+    """Seal every record below ``root`` whose done marker is empty (written before done markers
+    held checksums, 2026-11-26): the marker gets the checksums of record.json and, for a run
+    that trained, of model.pt where it is there, as they are now, so the record keeps counting
+    once empty markers vouch for nothing. A one-off migration (``python -m kanx.records
+    seal-legacy ROOT``). A record.json that is not a JSON record is left unsealed, and the
+    marker keeps its modification time (kanx.analyze.collect orders duplicates by it).
+    Returns the run folders sealed and those left unsealed."""
+    sealed, left = [], []
+    for done in sorted(Path(root).rglob(DONE)):
+        run_dir = done.parent
+        if not done.is_file() or done.read_bytes().strip() or not (run_dir / RECORD).is_file():
+            continue
+        try:
+            status = json.loads((run_dir / RECORD).read_text())["status"]
+        except (OSError, ValueError, TypeError, KeyError):
+            left.append(run_dir)
+            continue
+        stamp = done.stat()
+        seal(run_dir, with_model=status != "failed")
+        os.utime(run_dir / DONE, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        sealed.append(run_dir)
+    return sealed, left
+
+
+def main(argv=None) -> int:
+    """python -m kanx.records seal-legacy ROOT: seal the records below ROOT whose done marker is
+    empty, as they are now (see ``seal_legacy``)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m kanx.records", description=main.__doc__)
+    p.add_argument("command", choices=["seal-legacy"])
+    p.add_argument("root", type=Path)
+    a = p.parse_args(argv)
+    if not a.root.is_dir():
+        p.error(f"root {a.root} is not a folder")
+    sealed, left = seal_legacy(a.root)
+    with_model = sum(MODEL in json.loads((d / DONE).read_text())["sha256"] for d in sealed)
+    print(f"sealed {len(sealed)} record(s) with an empty done marker under {a.root} ({with_model} with model.pt)"
+          + (f"; left {len(left)} whose record.json is not a JSON record, e.g. {left[0]}" if left else ""))
+    return 0
+
+
 def _alive(pid: int) -> bool:
     if pid <= 0:  # kill(0) and kill(-1) signal groups of processes, not one
         return False
@@ -318,3 +361,7 @@ def discard_if_empty(folder: Path, results_root=None) -> None:
         if root is None or parent == root or root not in parent.parents or any(parent.iterdir()):
             break
         parent.rmdir()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -252,3 +252,51 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
     resumed, whole = (pd.read_csv(c[0][1] / "metrics.csv").drop(columns="elapsed_s") for c in (stopped, straight))
     assert list(whole["epoch"]) == list(range(1, 13))
     assert resumed.to_dict("records") == whole.to_dict("records")  # resuming is bitwise
+
+
+# ---------------------------------------------------------------- done markers
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A trained run's folder: record.json, model.pt, metrics.csv and its sealed done marker."""
+    from helpers import train_run
+
+    root = tmp_path_factory.mktemp("finished")
+    return train_run(root / "sin_xy2" / "E" / "t" / "beta=0.1,seed=0", "+condition=E", f"results_root={root}", "seed=0", "beta=0.1", *ARGS)
+
+
+def unsealed_copy(finished: Path, run_dir: Path, status: str | None = None) -> Path:
+    """A copy of a finished run with an empty done marker, as written before done markers held
+    checksums (2026-11-26), an old modification time, and the record's status changed if given."""
+    import shutil
+
+    shutil.copytree(finished, run_dir)
+    if status:
+        record = json.loads((run_dir / "record.json").read_text())
+        (run_dir / "record.json").write_text(json.dumps({**record, "status": status}))
+    (run_dir / "done").write_bytes(b"")
+    os.utime(run_dir / "done", ns=(10**18, 10**18))
+    return run_dir
+
+
+def test_seal_legacy_seals_empty_markers_as_the_records_are_now(finished, tmp_path, capsys):
+    root = tmp_path / "results"
+    ok = unsealed_copy(finished, root / "a" / "beta=0.1,seed=0")
+    failed = unsealed_copy(finished, root / "a" / "beta=0.1,seed=1", status="failed")
+    (ok.parent / "beta=0.1,seed=2").mkdir()
+    (ok.parent / "beta=0.1,seed=2" / "record.json").write_text("{cut sh")
+    (ok.parent / "beta=0.1,seed=2" / "done").write_bytes(b"")
+    sealed = unsealed_copy(finished, root / "b" / "beta=0.1,seed=0")
+    records.seal(sealed)  # sealed already: left as it is
+    before = (sealed / "done").read_bytes()
+    assert records.main(["seal-legacy", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"sealed 2 record(s) with an empty done marker under {root} (1 with model.pt); left 1 whose record.json is not a JSON record"), out
+    assert json.loads((ok / "done").read_text())["sha256"] == {n: records.sha256_of(ok / n) for n in ("record.json", "model.pt")}
+    assert json.loads((failed / "done").read_text())["sha256"] == {"record.json": records.sha256_of(failed / "record.json")}
+    assert (ok / "done").stat().st_mtime_ns == 10**18 and (sealed / "done").read_bytes() == before
+    assert records.read_state(ok).status == "done" and records.read_state(failed).status == "failed"
+    assert (ok.parent / "beta=0.1,seed=2" / "done").read_bytes() == b""
+    records.main(["seal-legacy", str(root)])
+    assert capsys.readouterr().out.startswith("sealed 0 record(s)")
