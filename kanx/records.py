@@ -110,7 +110,8 @@ def seal(run_dir: Path, with_model: bool = True) -> None:
 def integrity_problem(run_dir: Path) -> str | None:
     """What is wrong with a finished run's files, in one line, or None: a file whose sha256
     differs from the one its done marker holds, or one it lists that is missing. A done
-    marker from before checksums (empty) vouches for nothing and is accepted.
+    marker without the record's checksum (an empty one, from before checksums) vouches for
+    nothing (unsealed).
 
     A missing model.pt is no problem: weights are not kept in git (``*.pt`` is ignored), so
     a clone of committed results holds records without weights, and the tables need only
@@ -121,6 +122,8 @@ def integrity_problem(run_dir: Path) -> str | None:
         sums = json.loads(text).get("sha256", {}) if text.strip() else {}
     except (OSError, ValueError, AttributeError):
         return f"{Path(run_dir) / DONE} is unreadable (not the checksums kanx writes)"
+    if RECORD not in sums:
+        return unsealed(run_dir)
     for name, expected in sums.items():
         path = Path(run_dir) / name
         if not path.is_file():
@@ -130,6 +133,12 @@ def integrity_problem(run_dir: Path) -> str | None:
         if sha256_of(path) != expected:
             return f"{path} is corrupt: its sha256 differs from the one its done marker holds (changed or truncated since it was written)"
     return None
+
+
+def unsealed(run_dir: Path) -> str:
+    """Why a record whose done marker holds no checksum of it does not count, in one line."""
+    return (f"{Path(run_dir) / DONE} holds no checksums (empty markers were written before 2026-11-26), so it vouches for nothing: "
+            "`python -m kanx.records seal-legacy RESULTS_ROOT` seals such records as they are now")
 
 
 def seal_legacy(root: Path) -> tuple[list[Path], list[Path]]:

@@ -300,3 +300,24 @@ def test_seal_legacy_seals_empty_markers_as_the_records_are_now(finished, tmp_pa
     assert (ok.parent / "beta=0.1,seed=2" / "done").read_bytes() == b""
     records.main(["seal-legacy", str(root)])
     assert capsys.readouterr().out.startswith("sealed 0 record(s)")
+
+
+def test_an_empty_done_marker_vouches_for_nothing(finished, tmp_path):
+    from kanx.analyze.collect import load_runs
+
+    root = tmp_path / "results"
+    run_dir = unsealed_copy(finished, root / "sin_xy2" / "E" / "t" / "beta=0.1,seed=0")
+    state = records.read_state(run_dir)
+    assert state.status == "new" and state.problem.startswith(f"{run_dir / 'done'} holds no checksums") and "\n" not in state.problem
+    with pytest.raises(ValueError, match="holds no checksums"):
+        import kanx
+
+        kanx.load_run(run_dir)
+    runs = load_runs(root)  # the analysis leaves it out and says why
+    assert len(runs) == 0 and "holds no checksums" in dict(runs.attrs["skipped"])["sin_xy2/E/t/beta=0.1,seed=0/record.json"]
+    (run_dir / "done").write_text("{}")  # a marker that lists nothing vouches for nothing either
+    assert records.read_state(run_dir).status == "new"
+    records.seal_legacy(root)
+    assert records.read_state(run_dir).status == "new"  # not empty: only a deliberate seal vouches for it now
+    records.seal(run_dir)
+    assert records.read_state(run_dir).status == "done" and len(load_runs(root)) == 1
