@@ -12,8 +12,9 @@ Columns (a member's own condition decides which exist):
     tau_x        the exit-gate temperature of the epoch (with X)
     lr           the learning rate
     elapsed_s    training seconds so far
-The file is rewritten atomically at every checkpoint and at the end, and a resumed run keeps
-the rows it had, so it always covers epochs 1 .. (last checkpoint or the end).
+The file is rewritten atomically at every checkpoint (periodic, or a signal's, kanx.runner.Checkpointer)
+and at the end, and a resumed run keeps the rows it had, so it always covers epochs 1 .. (last
+checkpoint or the end).
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ class Curves:
             row |= {"lr": cfg.lr, "elapsed_s": round(trainer.train_seconds, 3)}
             self.rows[m].append(row)
 
-    def flush(self) -> None:
+    def flush(self, upto: int | None = None) -> None:
+        """Write every member's rows (up to epoch ``upto``: a checkpoint's)."""
         for run_dir, rows in zip(self.run_dirs, self.rows, strict=True):
+            rows = [r for r in rows if upto is None or r["epoch"] <= upto]
             if rows:
                 _write_rows(run_dir / METRICS, rows)
 

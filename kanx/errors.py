@@ -1,6 +1,7 @@
 """Errors that kanx raises for bad input, before any compute is spent, and the one-line
 report with which every command line stops on them."""
 
+import errno
 import sys
 
 
@@ -13,6 +14,19 @@ class ConfigError(ValueError):
 
 class DataError(ConfigError):
     """A data file that is missing, malformed or fails its checks."""
+
+
+class StorageError(OSError):
+    """A results file that cannot be written (the disk is full, the file system read-only):
+    training stops, since nothing after it could be written either. The message is one line
+    that names the file and the cause."""
+
+    CAUSES = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up", errno.EROFS: "the file system is read-only",
+              errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
+
+    def __str__(self) -> str:
+        cause = self.CAUSES.get(self.errno)
+        return f"cannot write {self.filename}: " + (f"{cause} ({self.strerror})" if cause else str(self.strerror))
 
 
 def fail(error: Exception | str, code: int = 2) -> None:

@@ -197,7 +197,13 @@ def stop_on_signals() -> Checkpointer:
     checkpointer = Checkpointer()
 
     def handler(signum, frame):
-        n = checkpointer.save()
+        from kanx.errors import StorageError
+
+        try:
+            n = checkpointer.save()
+        except StorageError as e:
+            print(f"{signal.Signals(signum).name}: no checkpoint saved ({e}); stopping", file=sys.stderr, flush=True)
+            raise SystemExit(128 + signum) from None
         print(f"{signal.Signals(signum).name}: saved checkpoints of {n} run(s); stopping", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
@@ -219,6 +225,7 @@ def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m kanx.plan PLAN.json`: train the packs a run_plan worker was given."""
+    from kanx.errors import StorageError
     from kanx.runner import pending, prepare_jobs, train_pack
 
     (path,) = argv if argv is not None else sys.argv[1:]
@@ -228,8 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = 0
     for i, pack in enumerate(planned, 1):
         todo = pending(prepare_jobs([(p["config"], Path(p["run_dir"])) for p in pack]))
-        if todo:
-            failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]", checkpointer)
+        try:
+            if todo:
+                failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]", checkpointer)
+        except StorageError as e:
+            print(f"kanx: error: {e}; this worker stopped", file=sys.stderr, flush=True)
+            return 1
     return 1 if failed else 0
 
 

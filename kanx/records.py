@@ -10,6 +10,7 @@ A run directory holds
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from kanx.errors import StorageError
 from kanx.hashing import sha256_of
 from kanx.vocab import CHECKPOINT, DONE, LOCK, METRICS, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
 
@@ -47,11 +49,20 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+def cannot_write(path: Path, error: OSError) -> StorageError:
+    """``error`` (raised writing ``path``) as the one-line StorageError, naming ``path``: the
+    OSError of a full disk names no file."""
+    return StorageError(error.errno, error.strerror, str(path))
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over ``path``:
-    a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    a reader sees the old file or the new one, never half of one. Raises StorageError."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise cannot_write(path, e) from e
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; records are for the whole group to read
         with os.fdopen(fd, "wb") as f:
@@ -59,8 +70,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        with contextlib.suppress(OSError):  # on a file system turned read-only it stays; the next lock holder removes it
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise cannot_write(path, e) from e
         raise
 
 
@@ -99,8 +113,8 @@ def seal(run_dir: Path, with_model: bool = True) -> None:
 def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -> str | None:
     """What is wrong with a finished run's ``files``, in one line, or None: a file whose sha256
     differs from the one its done marker holds, or one it lists that is missing. A done
-    marker from before checksums (empty), or from before it listed a file, vouches for nothing
-    of it and is accepted.
+    marker without the record's checksum (an empty one, from before checksums) vouches for
+    nothing (unsealed); one from before it listed a file vouches for nothing of that file.
 
     A missing model.pt or metrics.csv is no problem: weights are not kept in git (``*.pt`` is
     ignored), so a clone of committed results holds records without weights, and the tables need
@@ -115,6 +129,8 @@ def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -
         sums = json.loads(text).get("sha256", {}) if text.strip() else {}
     except (OSError, ValueError, AttributeError):
         return f"{Path(run_dir) / DONE} is unreadable (not the checksums kanx writes)"
+    if RECORD not in sums:
+        return unsealed(run_dir)
     for name, expected in sums.items():
         if name not in files:
             continue
@@ -128,7 +144,58 @@ def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -
     return None
 
 
+def unsealed(run_dir: Path) -> str:
+    """Why a record whose done marker holds no checksum of it does not count, in one line."""
+    return (f"{Path(run_dir) / DONE} holds no checksums (empty markers were written before 2026-11-26), so it vouches for nothing: "
+            "`python -m kanx.records seal-legacy RESULTS_ROOT` seals such records as they are now")
+
+
+def seal_legacy(root: Path) -> tuple[list[Path], list[Path]]:
+    """Seal every record below ``root`` whose done marker is empty (written before done markers
+    held checksums, 2026-11-26): the marker gets the checksums of record.json and, for a run
+    that trained, of model.pt where it is there, as they are now, so the record keeps counting
+    once empty markers vouch for nothing. A one-off migration (``python -m kanx.records
+    seal-legacy ROOT``). A record.json that is not a JSON record is left unsealed, and the
+    marker keeps its modification time (kanx.analyze.collect orders duplicates by it).
+    Returns the run folders sealed and those left unsealed."""
+    sealed, left = [], []
+    for done in sorted(Path(root).rglob(DONE)):
+        run_dir = done.parent
+        if not done.is_file() or done.read_bytes().strip() or not (run_dir / RECORD).is_file():
+            continue
+        try:
+            status = json.loads((run_dir / RECORD).read_text())["status"]
+        except (OSError, ValueError, TypeError, KeyError):
+            left.append(run_dir)
+            continue
+        stamp = done.stat()
+        seal(run_dir, with_model=status != "failed")
+        os.utime(run_dir / DONE, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        sealed.append(run_dir)
+    return sealed, left
+
+
+def main(argv=None) -> int:
+    """python -m kanx.records seal-legacy ROOT: seal the records below ROOT whose done marker is
+    empty, as they are now (see ``seal_legacy``)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m kanx.records", description=main.__doc__)
+    p.add_argument("command", choices=["seal-legacy"])
+    p.add_argument("root", type=Path)
+    a = p.parse_args(argv)
+    if not a.root.is_dir():
+        p.error(f"root {a.root} is not a folder")
+    sealed, left = seal_legacy(a.root)
+    with_model = sum(MODEL in json.loads((d / DONE).read_text())["sha256"] for d in sealed)
+    print(f"sealed {len(sealed)} record(s) with an empty done marker under {a.root} ({with_model} with model.pt)"
+          + (f"; left {len(left)} whose record.json is not a JSON record, e.g. {left[0]}" if left else ""))
+    return 0
+
+
 def _alive(pid: int) -> bool:
+    if pid <= 0:  # kill(0) and kill(-1) signal groups of processes, not one
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -138,39 +205,90 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot, field 22 of /proc/<pid>/stat): with
+    the pid it names one process, not a later one given the same pid. None without /proc."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 # A lock that another host has not refreshed for this long is stale (its process was killed,
 # e.g. a preempted SLURM task requeued on another node); the trainer refreshes its locks
 # every LOCK_REFRESH_S.
 LOCK_STALE_S, LOCK_REFRESH_S = 600.0, 60.0
 
 
+def lock_is_live(run_dir: Path) -> bool:
+    """Whether the run's lock may belong to a process still training it: the one judgement of
+    try_lock (which takes over a lock that is not live) and kanx.status ("running").
+
+    A lock names its host, pid, the process's start time and when it was taken. On this host it
+    is live while that process runs: a pid now held by a process that started at another time
+    was reused. A lock from another host (whose processes cannot be checked), or from before
+    locks held a start time, is live while it is refreshed (LOCK_STALE_S). One that is empty or
+    garbled was being written when its writer stopped, or this instant: live only for
+    LOCK_REFRESH_S."""
+    path = Path(run_dir) / LOCK
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # not this process's to judge, nor to remove
+    try:
+        holder = json.loads(path.read_text())
+        host, pid = holder["host"], int(holder["pid"])
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return age <= LOCK_REFRESH_S
+    if host != socket.gethostname():
+        return age <= LOCK_STALE_S
+    if not _alive(pid):
+        return False
+    start = _process_start(pid)
+    if holder.get("start") is None or start is None:
+        return age <= LOCK_STALE_S
+    return holder["start"] == start
+
+
+def _mine(holder: dict) -> bool:
+    return holder.get("host") == socket.gethostname() and holder.get("pid") == os.getpid()
+
+
 def try_lock(run_dir: Path) -> bool:
     """Take the run's lock file (O_EXCL: one process wins), so two sweeps started at once
-    never train the same run twice. A lock left by a dead process on this host is taken
-    over at once; one from another host (whose process cannot be checked) once it has not
-    been refreshed for LOCK_STALE_S."""
+    never train the same run twice. A lock that is not live (lock_is_live), or this process's
+    own, is taken over. Raises StorageError."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path, me = run_dir / LOCK, {"host": socket.gethostname(), "pid": os.getpid()}
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_UMASK)
-        except FileExistsError:
+    path = run_dir / LOCK
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid()), "taken": round(time.time(), 3)}
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
             try:
-                holder = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                return False  # being written this instant, or not ours to judge
-            if holder.get("host") == me["host"]:
-                stale = holder.get("pid") == me["pid"] or not _alive(int(holder.get("pid", -1)))
-            else:
-                stale = time.time() - path.stat().st_mtime > LOCK_STALE_S
-            if stale:  # (or this process's own): take it over
-                path.unlink(missing_ok=True)
-                continue
-            return False
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
-        return True
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_UMASK)
+            except FileExistsError:
+                try:
+                    mine = _mine(json.loads(path.read_text()))
+                except (OSError, ValueError, AttributeError):
+                    mine = False
+                if mine or not lock_is_live(run_dir):
+                    path.unlink(missing_ok=True)
+                    continue
+                return False
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(me, f)
+            except OSError:
+                with contextlib.suppress(OSError):  # an empty lock would hold the run for LOCK_REFRESH_S
+                    path.unlink()
+                raise
+            return True
+    except OSError as e:
+        raise cannot_write(path, e) from e
     return False
 
 
@@ -190,8 +308,9 @@ def unlock(run_dir: Path) -> None:
         holder = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return
-    if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
-        path.unlink(missing_ok=True)
+    if isinstance(holder, dict) and _mine(holder):
+        with contextlib.suppress(OSError):  # on a file system turned read-only: it names a process that is gone once this one is
+            path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -260,3 +379,7 @@ def discard_if_empty(folder: Path, results_root=None) -> None:
         if root is None or parent == root or root not in parent.parents or any(parent.iterdir()):
             break
         parent.rmdir()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,6 +7,7 @@ job at a time), kanx's packing launcher and the SLURM launcher (one pack per arr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -34,7 +35,7 @@ from kanx.config import (
     to_container,
 )
 from kanx.curves import Curves, default_every
-from kanx.errors import ConfigError
+from kanx.errors import ConfigError, StorageError
 from kanx.load import model_file
 from kanx.trainer import Trainer, describe_device, resolve_device
 from kanx.vocab import CONDITIONS
@@ -210,6 +211,33 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     return [records.read_state(Path(run_dir)).record for _, run_dir in configs]  # one per config, duplicates included
 
 
+def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_root=None, pack_size: int | None = None,
+                group: str = "sweep") -> list[dict]:
+    """What `python -m kanx.train` does with its jobs, for a single run (a sweep of one) as for a
+    sweep: SIGTERM or SIGINT checkpoint the pack in training and stop in one line
+    (kanx.plan.stop_on_signals); every job and the machine are checked before any compute
+    (run_jobs); then it trains. It stops with one line: exit 2 for bad input, removing ``folder``
+    if it holds only what Hydra wrote there, and 1 for runs that failed or results that cannot
+    be written. Returns the records."""
+    from kanx.errors import fail
+    from kanx.plan import stop_on_signals
+
+    checkpointer = stop_on_signals()
+    try:
+        recs = run_jobs(configs, pack_size=pack_size, group=group, checkpointer=checkpointer)
+    except ConfigError as e:
+        records.discard_if_empty(folder, results_root)
+        fail(e)
+    except StorageError as e:
+        fail(f"{e}; training stopped: the runs recorded so far keep their records, the same command trains the others", code=1)
+    failed = [Path(run_dir) / records.RECORD for (_, run_dir), rec in zip(configs, recs, strict=True) if rec and rec.get("status") == "failed"]
+    if len(configs) == 1 and failed:
+        fail(f"the run failed; {failed[0]} holds the error", code=1)
+    if failed:  # recorded (a re-run retries them), but a script must see it
+        fail(f"{len(failed)} of {len(configs)} run(s) failed; their record.json holds the error, e.g. {failed[0].parent}", code=1)
+    return recs
+
+
 # ------------------------------------------------------------------ one pack
 
 
@@ -245,21 +273,27 @@ def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
 
 
 def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) -> None:
-    """Train one pack and write its records. An exception becomes a `failed` record for
-    each of its runs (retried on the next invocation), never a crash of the sweep. Each
-    run's lock is held while it trains."""
+    """Train one pack and write its records. An exception becomes a `failed` record for each
+    of its runs not finished yet (retried on the next invocation), never a crash of the sweep;
+    a run whose record is written is finished, and no later failure of its pack rewrites it.
+    Results that cannot be written (StorageError: a full disk, a read-only file system) stop
+    training instead: the runs not finished get no record (it could not be written either)
+    and train on the next invocation, from their checkpoints. Each run's lock is held while
+    it trains."""
     start = time.perf_counter()
     jobs = _lock_pending(jobs)
     if not jobs:
         return
+    finished: list[Path] = []
     try:
-        _train_pack(jobs, start, checkpointer)
-    except KeyboardInterrupt:
+        _train_pack(jobs, start, checkpointer, finished)
+    except (KeyboardInterrupt, StorageError):
         raise
     except Exception:
         tb = traceback.format_exc()
-        log.error(f"pack of {len(jobs)} run(s) failed:\n{tb}")
-        for job in jobs:
+        left = [job for job in jobs if job.run_dir not in finished]
+        log.error(f"pack of {len(jobs)} run(s) failed{f' after {len(finished)} were recorded' if finished else ''}:\n{tb}")
+        for job in left:
             rec = _base_record(job, "failed", time.perf_counter() - start, 0)
             rec["error"] = tb
             records.write_record(job.run_dir, rec)
@@ -273,22 +307,38 @@ class Checkpointer:
 
     Whoever handles the stop signals (kanx.plan.stop_on_signals, the SLURM task) owns one
     and hands it to run_jobs or train_pack, which point it at each pack while it trains; the
-    state it saves is the trainer's own (Trainer.last_state).
+    state it saves is the trainer's own (Trainer.last_state), and every checkpoint, a signal's
+    too, writes the pack's curves up to the same epoch: a resumed run keeps only the rows up to
+    its checkpoint's epoch (kanx.curves), so rows not written with it would be lost.
     """
 
     def __init__(self) -> None:
         self.jobs: Sequence[Job] = ()
         self.trainer: Trainer | None = None
+        self.curves: Curves | None = None
+        self.state: dict | None = None
 
-    def watch(self, jobs: Sequence[Job], trainer: Trainer | None) -> None:
-        self.jobs, self.trainer = jobs, trainer
+    def watch(self, jobs: Sequence[Job], trainer: Trainer | None, curves: Curves | None = None) -> None:
+        """Point it at a pack in training (or at none: ``()``, None). With ``curves``, it saves the
+        state of the last epoch whose rows the curves hold (``caught_up``), not the trainer's newest."""
+        self.jobs, self.trainer, self.curves, self.state = jobs, trainer, curves, None
+
+    def caught_up(self) -> None:
+        """The curves hold the rows of the trainer's last epoch: its state is the one to save."""
+        self.state = self.trainer.last_state
 
     def save(self) -> int:
         """Write the checkpoints of the pack in training. Returns the number of runs
         checkpointed (0 if none is training, or it has not finished an epoch yet)."""
-        if not self.jobs or self.trainer is None or self.trainer.last_state is None:
+        if self.curves is not None:
+            state = self.state
+        else:
+            state = self.trainer.last_state if self.trainer is not None else None
+        if not self.jobs or state is None:
             return 0
-        _write_checkpoints(self.jobs, self.trainer, self.trainer.last_state)
+        _write_checkpoints(self.jobs, self.trainer, state)
+        if self.curves is not None:
+            self.curves.flush(upto=state["epoch"])
         return len(self.jobs)
 
 
@@ -350,7 +400,8 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
     return datasets, scalings, x, y
 
 
-def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None) -> None:
+def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path]) -> None:
+    """Train the pack, then write each run's model and record; ``finished`` gets each run's folder once its record is written."""
     from kanx.data import evaluate_members, stack_scalings
 
     runs = [j.run for j in jobs]
@@ -369,10 +420,13 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     resumed_at = (trainer.epoch, time.perf_counter())
 
     refreshed = [time.monotonic()]
+    checkpointer = checkpointer or Checkpointer()  # the periodic checkpoints' too, signals or not
+    checkpointer.watch(jobs, trainer, curves)
 
     def on_epoch(trainer: Trainer, progress) -> None:
         bar.update(1)
         curves.add(trainer, progress)
+        checkpointer.caught_up()
         if time.monotonic() - refreshed[0] > records.LOCK_REFRESH_S:
             records.refresh_locks(j.run_dir for j in jobs)
             refreshed[0] = time.monotonic()
@@ -380,17 +434,13 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
             open_gates = (trainer.model.inference_gates(trainer.estimator) > 0).sum(-1).float().mean().item()
             bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
         if cfg.checkpoint_every and trainer.epoch % cfg.checkpoint_every == 0 and trainer.epoch < cfg.epochs:
-            _write_checkpoints(jobs, trainer, trainer.last_state)
-            curves.flush()
+            checkpointer.save()
             log.info(_progress_line(trainer, progress, name, cfg.epochs, resumed_at))
 
-    if checkpointer is not None:
-        checkpointer.watch(jobs, trainer)
     try:
         trainer.train(on_epoch)
     finally:
-        if checkpointer is not None:
-            checkpointer.watch((), None)
+        checkpointer.watch((), None)
         bar.close()
     curves.flush()
 
@@ -416,7 +466,9 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         _save_torch(job.run_dir / records.MODEL, model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                                                       runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
         records.write_record(job.run_dir, rec)
-        (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
+        finished.append(job.run_dir)
+        with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
+            (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
         log.info(f"[{status}] {job.label}: test_rmse={metrics[m]['test_rmse']:.4g}{unit} edges={structures[m]['contributing_edges']} "
                  f"depth={structures[m]['depth']} exit={structures[m]['exit']} -> {job.run_dir / records.RECORD}")

@@ -8,7 +8,7 @@ A sweep is a folder <dataset>/<condition>/<tag> of run folders `beta=..,seed=..`
 counts once, as the first of these that fits:
 
     ok, collapsed, diverged, failed   its record (with its `done` marker) says so
-    running                           its folder holds a file named `lock`
+    running                           its folder holds the `lock` of a live process (kanx.records.lock_is_live)
     corrupt                           a record with a `done` marker, but unreadable or changed since
                                       (its checksum differs): not counted, trained again
     checkpointed                      a checkpoint.pt (shown with the epochs it holds: 3@500)
@@ -53,7 +53,7 @@ from pathlib import Path
 
 import yaml
 
-from kanx.records import read_state
+from kanx.records import lock_is_live, read_state
 from kanx.vocab import CHECKPOINT, LOCK, RECORD, UNGATED, folder_tag  # UNGATED: no beta sweep, seeds only at beta 0
 
 MULTIRUN = "multirun.yaml"
@@ -157,7 +157,7 @@ def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, f
     has_checkpoint = (run_dir / CHECKPOINT).exists()
     ckpt, bad = load_checkpoint(run_dir) if has_checkpoint else (None, None)
     epoch, stretch, pack = _checkpoint_facts(ckpt) if ckpt is not None else (None, None, None)
-    if (run_dir / LOCK).exists():
+    if lock_is_live(run_dir):
         return "running", epoch, None, stretch, pack, None
     if state.problem:  # read_state found a record it does not trust: not finished, however it looks
         return "corrupt", epoch, None, stretch, pack, state.problem

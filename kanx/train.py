@@ -21,22 +21,15 @@ from omegaconf import DictConfig
 from kanx.confdir import conf_dir
 from kanx.config import register_resolvers
 from kanx.errors import ConfigError, fail
-from kanx.records import discard_if_empty
 
 
 def run(cfg: DictConfig) -> dict | None:
-    """Hydra task function: one job, in its own output directory."""
-    from kanx.runner import run_jobs
+    """Hydra task function: one job, in its own output directory (a single run, or a job of
+    launcher=basic), trained as kanx's launchers train a sweep (kanx.runner.run_command)."""
+    from kanx.runner import run_command
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        record = run_jobs([(cfg, run_dir)])[0]
-    except ConfigError as e:
-        discard_if_empty(run_dir, cfg.get("results_root"))
-        fail(e)
-    if record and record.get("status") == "failed":
-        fail(f"the run failed; {run_dir / 'record.json'} holds the error", code=1)
-    return record
+    return run_command([(cfg, run_dir)], run_dir, cfg.get("results_root"))[0]
 
 
 def _beta_sweep_or_fail(*args) -> str:

@@ -73,7 +73,7 @@ def run_packed(a, results: str) -> int:
     --launcher slurm, submitted as one SLURM array (one task per pack)."""
     import logging
 
-    from kanx.errors import ConfigError
+    from kanx.errors import ConfigError, StorageError
     from kanx.plan import run_plan, sweep_jobs
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -90,6 +90,9 @@ def run_packed(a, results: str) -> int:
     except ConfigError as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
+    except StorageError as e:
+        print(f"reproduce: error: {e}; training stopped: the runs recorded so far keep their records, re-run to train the others", file=sys.stderr)
+        return 1
     if failed:
         print(f"reproduce: {failed} pack(s) or worker(s) failed; their runs hold `failed` records; fix and re-run to fill the holes", file=sys.stderr)
         return 1

@@ -50,6 +50,7 @@ from kanx.analyze.figures import pareto_figure, pareto_runs
 from kanx.analyze.labels import CONDITIONS, GATED, family_label, latex_escape
 from kanx.analyze.published import PAPER_HV
 from kanx.analyze.tables import absolute_markdown, hv_csv, hv_latex, hv_markdown
+from kanx.records import seal
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RECORDS = FIXTURES / "records"
@@ -202,7 +203,7 @@ def write_record(root: Path, rel: str, done: bool = True, **fields) -> Path:
     folder.mkdir(parents=True)
     (folder / "record.json").write_text(json.dumps(record))
     if done:
-        (folder / "done").write_text("")
+        seal(folder)
     return folder
 
 
@@ -212,7 +213,7 @@ def test_load_runs_skips_records_without_done_and_unreadable_ones(tmp_path):
     write_record(tmp_path, "c", condition="Z", seed=2)
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "record.json").write_text("{not json")
-    (tmp_path / "d" / "done").write_text("")
+    seal(tmp_path / "d")
     write_record(tmp_path, "e", condition="Baseline", beta=None, seed=3)
     runs = load_runs(tmp_path)
     assert len(runs) == 2

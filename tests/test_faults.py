@@ -22,13 +22,17 @@ class Planted:
         return (Path.touch, (self.marker,))
 
 
-def old_style_copy(finished: Path, run_dir: Path) -> Path:
-    """A copy of a finished run with an empty done marker, as written before done markers
-    held checksums (still accepted: they vouch for nothing)."""
+def edited_copy(finished: Path, run_dir: Path, edit) -> Path:
+    """A copy of a finished run, ``edit(run_dir)`` applied, then sealed as it is now
+    (kanx.records.seal, the deliberate way to vouch for a changed file): the loader, not the
+    checksums, must then refuse what the edit planted."""
+    from kanx.records import seal
+
     run_dir.mkdir()
     for name in ("record.json", "model.pt"):
         (run_dir / name).write_bytes((finished / name).read_bytes())
-    (run_dir / "done").write_bytes(b"")
+    edit(run_dir)
+    seal(run_dir)
     return run_dir
 
 
@@ -46,9 +50,8 @@ def finished(tmp_path_factory):
 
 
 def test_a_planted_model_pickle_is_refused_not_run(finished, tmp_path):
-    run_dir = old_style_copy(finished, tmp_path / "run")  # a done marker without checksums: the file gets unpickled
     marker = tmp_path / "pwned"
-    plant(run_dir / "model.pt", marker)
+    run_dir = edited_copy(finished, tmp_path / "run", lambda d: plant(d / "model.pt", marker))  # sealed: the file gets unpickled
     with pytest.raises(ValueError, match="pickled Python objects"):
         kanx.load_run(run_dir)
     assert not marker.exists()
@@ -74,8 +77,7 @@ def test_model_files_hold_plain_data_and_a_truncated_one_is_named(finished, tmp_
     assert saved["format"] == 2 and saved["condition"] == "EFX"
     run = kanx.load_run(finished)
     assert run.model.condition.name == "EFX" and run.scaling.input_scaling == "minmax"
-    run_dir = old_style_copy(finished, tmp_path / "run")
-    (run_dir / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200])
+    run_dir = edited_copy(finished, tmp_path / "run", lambda d: (d / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200]))
     with pytest.raises(ValueError, match=r"model\.pt is unreadable or truncated"):
         kanx.load_run(run_dir)
 
@@ -156,10 +158,9 @@ def test_an_old_format_model_loads_without_unpickling_anything_else(finished, tm
     still loads, through the restricted unpickler with those three classes allow-listed."""
     from kanx.load import read_model_file
 
-    run_dir = old_style_copy(finished, tmp_path / "old")  # format-1 files predate checksummed done markers
     new = read_model_file(finished / "model.pt")
     old = {k: v for k, v in new.items() if k != "format"}  # KANSpec, Condition, Scaling objects
-    torch.save(old, run_dir / "model.pt")
+    run_dir = edited_copy(finished, tmp_path / "old", lambda d: torch.save(old, d / "model.pt"))
     with pytest.raises(pickle.UnpicklingError):  # not plain data: the default restricted load refuses it
         torch.load(run_dir / "model.pt", weights_only=True)
     run = kanx.load_run(run_dir)
@@ -340,7 +341,7 @@ def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_agai
         kanx.load_run(run_dir)
     (run_dir / "record.json").unlink()
     assert read_state(run_dir).status == "new"  # without its record a run is not finished
-    assert read_state(old_style_copy(finished, tmp_path / "old")).status == "done"  # no checksums: accepted
+    # An empty (pre-checksum) marker vouches for nothing: tests/test_faults_runs.py
 
 
 def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(tmp_path):

@@ -27,6 +27,7 @@ import pytest
 import torch
 from helpers import ROOT
 
+from kanx import records
 from kanx.analyze import load_runs, seed_medians
 from kanx.analyze.__main__ import main as analyze
 from kanx.records import integrity_problem, write_record
@@ -254,8 +255,8 @@ def test_status_shows_a_corrupt_record_as_corrupt_and_says_why(tmp_path, capsys)
     (edited / "record.json").write_text((edited / "record.json").read_text().replace('"test_rmse": 5.0', '"test_rmse": 0.5'))
     garbled = sweep / "beta=0.1,seed=2"
     garbled.mkdir()
-    (garbled / "record.json").write_text('{"schema_version": 1, "dataset": "conc')  # cut short, under a marker from before checksums
-    (garbled / DONE).write_text("")
+    (garbled / "record.json").write_text('{"schema_version": 1, "dataset": "conc')  # cut short, then sealed as it is
+    records.seal(garbled, with_model=False)
     damage(write_run(sweep, "beta=0.1,seed=3", status_record(3), curve=CURVE), "not text")  # a damaged curve: the run is still ok
 
     found = states(tmp_path)

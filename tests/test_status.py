@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import ROOT
 
-from kanx.records import write_record
+from kanx.records import seal, write_record
 from kanx.status import collect, eta_seconds, main
 
 
@@ -23,7 +23,7 @@ def write_run(folder: Path, status: str | None = "ok", config: dict | None = Non
         record = {"schema_version": 1, "dataset": "concrete", "condition": "E", "status": status, "n_train": n_train,
                   "metrics": {}, "timing": {"steps_per_s": steps_per_s, "pack_size": 4}, "config": config or {}, **fields}
         (folder / "record.json").write_text(json.dumps(record))
-        (folder / "done").write_text("")
+        seal(folder)
     if epoch is not None:
         torch.save({"config_hash": "x", "epoch": epoch, "state": {}}, folder / "checkpoint.pt")
     if lock:

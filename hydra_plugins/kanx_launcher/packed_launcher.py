@@ -87,29 +87,21 @@ class PackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from kanx.errors import ConfigError, fail
-        from kanx.plan import stop_on_signals
         from kanx.records import discard_if_empty
-        from kanx.runner import run_jobs
+        from kanx.runner import run_command
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
-        checkpointer = stop_on_signals()  # Ctrl-C or SIGTERM: checkpoint the pack in training, then stop
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
-        try:
-            records = run_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs], pack_size=self.pack_size, group=self.group, checkpointer=checkpointer)
-        except ConfigError as e:
-            discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
-            fail(e)
         # Swept over +condition, the primary config's sweep folder (Baseline's) holds only
-        # Hydra's multirun.yaml, and no job ran in its condition. (A folder that differs from
+        # Hydra's multirun.yaml, and no job runs in its condition. (A folder that differs from
         # its jobs' only in how Hydra spells a value, ...=false beside ...=False, is where
         # kanx.status finds their multirun.yaml: kept.)
         primary = Path(str(self.config.hydra.sweep.dir))
         if not any(Path(run_dir).resolve().is_relative_to(primary.parent.resolve()) for _, run_dir, _ in jobs):
             discard_if_empty(primary, self.config.get("results_root"))
-        failed = [str(run_dir) for (_, run_dir, _), record in zip(jobs, records, strict=True) if record and record.get("status") == "failed"]
-        if failed:  # recorded (a re-run retries them), but a script must see it
-            fail(f"{len(failed)} of {len(jobs)} run(s) failed; their record.json holds the error, e.g. {failed[0]}", code=1)
+        # Ctrl-C or SIGTERM checkpoint the pack in training; bad input and failed runs stop in one line
+        records = run_command([(cfg, run_dir) for cfg, run_dir, _ in jobs], primary, self.config.get("results_root"),
+                              pack_size=self.pack_size, group=self.group)
         returns = []
         for (cfg, run_dir, overrides), record in zip(jobs, records, strict=True):
             ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")

@@ -1,4 +1,5 @@
-"""Hydra's basic sweeper without its duplicate composition pass.
+"""Hydra's basic sweeper without its duplicate composition pass, and the check that a single
+run's folder can be written.
 
 BasicSweeper composes every job once to validate it, then the launcher composes it again.
 kanx's launchers (packed, slurm) compose and check every job before any training, so with
@@ -11,6 +12,7 @@ from typing import Any, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+from hydra.experimental.callback import Callback
 
 
 @dataclass
@@ -42,3 +44,20 @@ class KanxSweeper(BasicSweeper):
         if getattr(self.launcher, "validates_jobs", False):
             return  # the launcher composes and checks every job before any compute
         super().validate_batch_is_legal(batch)
+
+
+class SingleRunCheck(Callback):
+    """A single run (no -m) is a sweep of one (kanx.runner.run_command), but Hydra makes its folder
+    and writes .hydra/ there before kanx sees the config: check first that the folder can be
+    written, as KanxSweeper.sweep does for a sweep's. (conf/config.yaml: hydra.callbacks)"""
+
+    def on_run_start(self, config, **kwargs) -> None:
+        from pathlib import Path
+
+        from kanx.checks import check_writable
+        from kanx.errors import ConfigError, fail
+
+        try:
+            check_writable([Path(str(config.hydra.run.dir))])
+        except ConfigError as e:
+            fail(e)
