@@ -44,24 +44,35 @@ class Rescored:
 
 
 @torch.no_grad()
-def rescore(run_dir: Path) -> dict:
-    """The metrics of the finished run in ``run_dir``, recomputed from model.pt as the runner
-    computed them at the end of training (same data, scaling, float32 inference, gates and exit)."""
+def score(saved: dict, dataset) -> dict:
+    """The metrics of one trained run: errors (kanx.data.evaluate_members) and structure
+    (kanx.kan.structure), of the model in ``saved`` (kanx.load.read_model_file's dict) on
+    ``dataset``. The runner records these at the end of training and this command recomputes
+    them, both from model.pt, through this one function: alone (M = 1, the run's own layout),
+    on the CPU, with the eager basis, so the numbers do not depend on the pack the run trained
+    in, the device or the compiled kernels, and agree bit for bit on one machine."""
     from kanx.data import evaluate_members
     from kanx.kan.structure import model_structure
-    from kanx.load import load_run, rebuild_dataset
+    from kanx.load import model_from_file
 
-    run = load_run(run_dir)
-    ds = rebuild_dataset(run)
-    run.model.use_compiled_basis(bool(run.config.get("train", {}).get("compile", False)))
-    scaling = run.scaling
+    model = model_from_file(saved)
+    model.use_compiled_basis(False)
+    scaling, estimator = saved["scaling"], saved["gate_estimator"]
 
     def predict_raw(x_raw: torch.Tensor) -> torch.Tensor:
-        return scaling.y_inverse(run.model.predict(scaling.x(x_raw).to(torch.float32), run.gate_estimator).to(x_raw.dtype).cpu())
+        return scaling.y_inverse(model.predict(scaling.x(x_raw).to(torch.float32), estimator).to(x_raw.dtype))
 
-    (metrics,) = evaluate_members([ds], predict_raw)
-    (structure,) = model_structure(run.model, run.gate_estimator)
+    (metrics,) = evaluate_members([dataset], predict_raw)
+    (structure,) = model_structure(model, estimator)
     return {**metrics, **{k: structure.as_dict()[k] for k in vocab.RECORD_STRUCTURE}}
+
+
+def rescore(run_dir: Path) -> dict:
+    """The metrics of the finished run in ``run_dir``, recomputed from its model.pt and its
+    rebuilt data (`score`)."""
+    from kanx.load import load_run, read_model_file, rebuild_dataset
+
+    return score(read_model_file(Path(run_dir) / records.MODEL), rebuild_dataset(load_run(run_dir)))
 
 
 def _same(recorded, recomputed) -> bool:

@@ -62,6 +62,14 @@ def read_model_file(path: Path) -> dict:
     return {**saved, "spec": KANSpec(**spec), "condition": Condition.from_name(saved["condition"]), "scaling": Scaling(**saved["scaling"])}
 
 
+def model_from_file(saved: dict) -> GatedKAN:
+    """The one-member model (M = 1, its own condition's layout) that read_model_file's dict holds."""
+    model = GatedKAN(saved["spec"], saved["condition"], seeds=[saved["seed"]])
+    model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})
+    model.eval()
+    return model
+
+
 @dataclass
 class TrainedRun:
     record: dict
@@ -120,9 +128,7 @@ def load_run(run_dir: str | Path) -> TrainedRun:
         raise FileNotFoundError(f"{run_dir} holds a finished record but no weights ({records.MODEL}): weights are not kept in git; "
                                 "train the run again here with overwrite=true to get them")
     saved = read_model_file(run_dir / records.MODEL)
-    model = GatedKAN(saved["spec"], saved["condition"], seeds=[saved["seed"]])
-    model.load_state_dict({k: v.unsqueeze(0) for k, v in saved["model"].items()})
-    model.eval()
+    model = model_from_file(saved)
     return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"], saved["input_names"], saved["output_names"], run_dir)
 
 

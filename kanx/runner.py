@@ -36,7 +36,8 @@ from kanx.config import (
 )
 from kanx.curves import Curves, default_every
 from kanx.errors import ConfigError, StorageError
-from kanx.load import model_file
+from kanx.evaluate import score
+from kanx.load import model_file, read_model_file
 from kanx.trainer import Trainer, describe_device, resolve_device
 from kanx.vocab import CONDITIONS
 
@@ -249,10 +250,14 @@ def _load_checkpoint(run_dir: Path) -> dict | None:
         return None
 
 
-def _save_torch(path: Path, obj) -> None:
+def _torch_bytes(obj) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
-    records.atomic_write_bytes(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def _save_torch(path: Path, obj) -> None:
+    records.atomic_write_bytes(path, _torch_bytes(obj))
 
 
 def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
@@ -402,7 +407,6 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
 
 def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path]) -> None:
     """Train the pack, then write each run's model and record; ``finished`` gets each run's folder once its record is written."""
-    from kanx.data import evaluate_members, stack_scalings
 
     runs = [j.run for j in jobs]
     device = resolve_device(runs[0].device)
@@ -444,34 +448,33 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         bar.close()
     curves.flush()
 
-    stacked = stack_scalings(scalings)
-
-    def predict_raw(x_raw: torch.Tensor) -> torch.Tensor:
-        return stacked.y_inverse(trainer.predict(stacked.x(x_raw)).to(x_raw.dtype).cpu())
-
-    metrics = evaluate_members(datasets, predict_raw)
-    structures = trainer.structures()
     wall = time.perf_counter() - start
     where = _where(device)
     for m, job in enumerate(jobs):
-        status, reason = _status(bool(trainer.alive[m]), metrics[m], structures[m])
+        # The record's metrics are those of model.pt, scored alone (kanx.evaluate.score): the
+        # numbers do not depend on the pack, and kanx.evaluate reproduces them bit for bit.
+        weights = _torch_bytes(model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
+                                          runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
+        scores = score(read_model_file(io.BytesIO(weights)), datasets[m])
+        metrics = {k: v for k, v in scores.items() if k not in vocab.RECORD_STRUCTURE}
+        structure = {k: scores[k] for k in vocab.RECORD_STRUCTURE}
+        status, reason = _status(bool(trainer.alive[m]), metrics, structure)
         rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
         rec["timing"]["device"] = where["device"]
         if job.history:  # resumed: every stretch, the last one (this process's) included
             rec["timing"]["segments"] = _segments(job, where, trainer.epoch, trainer.train_seconds - trainer.resumed_train_seconds)
-        rec["metrics"] = {**metrics[m], **{k: structures[m][k] for k in vocab.RECORD_STRUCTURE}}
+        rec["metrics"] = scores
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
         (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
-        _save_torch(job.run_dir / records.MODEL, model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
-                                                      runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
+        records.atomic_write_bytes(job.run_dir / records.MODEL, weights)
         records.write_record(job.run_dir, rec)
         finished.append(job.run_dir)
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
             (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
-        log.info(f"[{status}] {job.label}: test_rmse={metrics[m]['test_rmse']:.4g}{unit} edges={structures[m]['contributing_edges']} "
-                 f"depth={structures[m]['depth']} exit={structures[m]['exit']} -> {job.run_dir / records.RECORD}")
+        log.info(f"[{status}] {job.label}: test_rmse={metrics['test_rmse']:.4g}{unit} edges={structure['contributing_edges']} "
+                 f"depth={structure['depth']} exit={structure['exit']} -> {job.run_dir / records.RECORD}")
 
 
 def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | None]:

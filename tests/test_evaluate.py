@@ -42,3 +42,19 @@ def test_a_record_that_disagrees_with_its_weights_is_reported_and_fails(tmp_path
     out = capsys.readouterr().out
     assert "differs: test_rmse" in out and "rollout_rmse[10]" in out and "0 agree, 1 differ" in out
     assert json.loads((run_dir / records.RECORD).read_text()) == record  # nothing it holds is changed
+
+
+def test_runs_of_a_mixed_pack_score_alone_as_their_records_say(tmp_path, capsys):
+    """The record's metrics come from model.pt scored alone, so neither the pack's make-up
+    (here three conditions, the pack's superset layout) nor its size changes them."""
+    from helpers import composed
+
+    from kanx.runner import run_jobs
+
+    configs = [(composed("dataset=ikeda", f"+condition={c}", f"beta={b}", f"seed={s}", *TOY, "train.epochs=4", "train.warmup=1",
+                         "train.fc_warmup=1", f"results_root={tmp_path}"), tmp_path / f"{c}-{s}")
+               for c, b in (("baseline", 0.0), ("EFX", 0.01), ("X", 0.01)) for s in (0, 1)]
+    run_jobs(configs, group="all")
+    assert {json.loads((d / records.RECORD).read_text())["timing"]["pack_size"] for _, d in configs} == {6}
+    assert evaluate([str(tmp_path)]) == 0
+    assert "6 agree, 0 differ" in capsys.readouterr().out
