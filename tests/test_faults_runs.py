@@ -294,7 +294,7 @@ def test_seal_legacy_seals_empty_markers_as_the_records_are_now(finished, tmp_pa
     out = capsys.readouterr().out
     assert out.startswith(f"sealed 2 record(s) with an empty done marker under {root} (1 with model.pt); left 1 whose record.json is not a JSON record"), out
     assert json.loads((ok / "done").read_text())["sha256"] == {n: records.sha256_of(ok / n) for n in ("record.json", "model.pt", "metrics.csv")}
-    assert json.loads((failed / "done").read_text())["sha256"] == {"record.json": records.sha256_of(failed / "record.json")}
+    assert json.loads((failed / "done").read_text())["sha256"] == {n: records.sha256_of(failed / n) for n in ("record.json", "metrics.csv")}
     assert (ok / "done").stat().st_mtime_ns == 10**18 and (sealed / "done").read_bytes() == before
     assert records.read_state(ok).status == "done" and records.read_state(failed).status == "failed"
     assert (ok.parent / "beta=0.1,seed=2" / "done").read_bytes() == b""
