@@ -453,9 +453,9 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     for m, job in enumerate(jobs):
         # The record's metrics are those of model.pt, scored alone (kanx.evaluate.score): the
         # numbers do not depend on the pack, and kanx.evaluate reproduces them bit for bit.
-        weights = _torch_bytes(model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
-                                          runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names))
-        scores = score(read_model_file(io.BytesIO(weights)), datasets[m])
+        saved = model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
+                           runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names)
+        scores = score(read_model_file(io.BytesIO(_torch_bytes(saved))), datasets[m])  # model.pt's bytes, read back
         metrics = {k: v for k, v in scores.items() if k not in vocab.RECORD_STRUCTURE}
         structure = {k: scores[k] for k in vocab.RECORD_STRUCTURE}
         status, reason = _status(bool(trainer.alive[m]), metrics, structure)
@@ -467,7 +467,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         rec["status_reason"] = reason
         rec["target_unit"] = datasets[m].target_unit
         (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
-        records.atomic_write_bytes(job.run_dir / records.MODEL, weights)
+        _save_torch(job.run_dir / records.MODEL, saved)
         records.write_record(job.run_dir, rec)
         finished.append(job.run_dir)
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
