@@ -19,7 +19,7 @@ from pathlib import Path
 from .collect import load_runs
 from .curves import curve_figures
 from .labels import group_label
-from .published import HV_TOLERANCE, read_published, read_published_hv
+from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
 from .report import Artifacts, build_artifacts, config_mix_line
 from .select import draw_median_models
 from .tables import format_beta
@@ -79,8 +79,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--published-hv",
         type=Path,
         metavar="CSV",
-        help="published normalized HV of --published-dataset as 'condition,hv', compared per condition (the paper's HV table is "
-        "set beside the reproduced one by family anyway)",
+        help="published normalized HV of --published-dataset as 'condition,hv', compared per condition (default: the paper's, "
+        "for a dataset that is a family of its own; the paper's HV table is set beside the reproduced one by family anyway)",
     )
     parser.add_argument(
         "--hv-tol",
@@ -198,6 +198,8 @@ def main(argv=None) -> int:
             dataset = datasets[0]
         if args.published_hv is not None:
             published_hv, hv_source = read_published_hv(args.published_hv), f"`{args.published_hv.name}`"
+        elif dataset in PAPER_HV:  # a one-dataset family of the paper: its HV column, checked per condition
+            published_hv, hv_source = PAPER_HV[dataset], "the paper's HV table (kanx/analyze/paper/hypervolume_published.csv)"
 
     art = build_artifacts(
         runs,
