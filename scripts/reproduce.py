@@ -139,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     for d in a.datasets:
         if d not in DATASETS + ["sin_xy2"]:
             p.error(f"dataset {d!r} is not one of: {', '.join(DATASETS)}")
+    by_name = {name.lower(): option for name, option in zip(_CONDITIONS, CONDITIONS, strict=True)}
+    for c in a.conditions:
+        if c.lower() not in by_name:
+            p.error(f"condition {c!r} is not one of: {', '.join(_CONDITIONS)}")
+    a.conditions = [by_name[c.lower()] for c in a.conditions]  # Baseline or baseline: the config group's name
     results = a.results or ("outputs/smoke" if a.scale == "smoke" else "outputs/paper")
 
     commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides) for d in a.datasets for c in a.conditions]

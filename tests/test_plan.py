@@ -92,3 +92,17 @@ def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     assert run_plan(configs(tmp_path / "b")) == 0  # uninterrupted
     (a,), (b,) = records(tmp_path / "a"), records(tmp_path / "b")
     assert a["metrics"] == b["metrics"]
+
+
+def test_reproduce_takes_condition_names_in_either_spelling_and_refuses_others_in_one_line(capsys):
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    script = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--dry-run", "--launcher", "basic", "--datasets", "nguyen_f1"]
+    ok = subprocess.run([*script, "--conditions", "Baseline", "efx"], capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0 and "+condition=baseline " in ok.stdout and "+condition=EFX " in ok.stdout, ok.stdout + ok.stderr
+    bad = subprocess.run([*script, "--conditions", "EFZ"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "condition 'EFZ' is not one of: Baseline, F, X, FX, E, EF, EX, EFX" in bad.stderr
+    assert "Traceback" not in bad.stderr
