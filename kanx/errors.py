@@ -42,18 +42,3 @@ def report(prog: str, error: Exception | str) -> int:
     print(f"{prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
     return 2
 
-
-def load_finished_run(run_dir):
-    """kanx.load.load_run for the commands that read a finished run: every way a run folder
-    can be unusable (nothing there, unfinished, weights absent, a file corrupt, truncated or
-    not what kanx writes) is a ConfigError whose one line names the folder or the file."""
-    from kanx.load import load_run
-
-    try:
-        return load_run(run_dir)
-    except (OSError, ValueError) as e:  # load_run's own messages, naming the file
-        raise ConfigError(str(e)) from None
-    except (RuntimeError, KeyError, TypeError, AttributeError) as e:  # a model.pt or record of another shape (another network's weights)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise ConfigError(f"{run_dir}: its record.json and model.pt do not load as a kanx run ({type(e).__name__}: {first}); "
-                          "re-run the run with overwrite=true") from None

@@ -51,13 +51,16 @@ def score(saved: dict, dataset) -> dict:
     them, both from model.pt, through this one function: alone (M = 1, the run's own layout),
     on the CPU, with the eager basis, so the numbers do not depend on the pack the run trained
     in, the device or the compiled kernels, and agree bit for bit on one machine."""
-    from kanx.data import evaluate_members
-    from kanx.kan.structure import model_structure
     from kanx.load import model_from_file
 
-    model = model_from_file(saved)
+    return _score_model(model_from_file(saved), saved["scaling"], saved["gate_estimator"], dataset)
+
+
+def _score_model(model, scaling, estimator: str, dataset) -> dict:
+    from kanx.data import evaluate_members
+    from kanx.kan.structure import model_structure
+
     model.use_compiled_basis(False)
-    scaling, estimator = saved["scaling"], saved["gate_estimator"]
 
     def predict_raw(x_raw: torch.Tensor) -> torch.Tensor:
         return scaling.y_inverse(model.predict(scaling.x(x_raw).to(torch.float32), estimator).to(x_raw.dtype))
@@ -67,12 +70,14 @@ def score(saved: dict, dataset) -> dict:
     return {**metrics, **{k: structure.as_dict()[k] for k in vocab.RECORD_STRUCTURE}}
 
 
+@torch.no_grad()
 def rescore(run_dir: Path) -> dict:
-    """The metrics of the finished run in ``run_dir``, recomputed from its model.pt and its
-    rebuilt data (`score`)."""
-    from kanx.load import load_run, read_model_file, rebuild_dataset
+    """The metrics of the finished run in ``run_dir``, recomputed from its model.pt (read once,
+    by load_run, into the same one-member model `score` builds) and its rebuilt data."""
+    from kanx.load import load_run, rebuild_dataset
 
-    return score(read_model_file(Path(run_dir) / records.MODEL), rebuild_dataset(load_run(run_dir)))
+    run = load_run(run_dir)
+    return _score_model(run.model, run.scaling, run.gate_estimator, rebuild_dataset(run))
 
 
 def _same(recorded, recomputed) -> bool:

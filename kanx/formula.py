@@ -63,11 +63,11 @@ import numpy as np
 import sympy as sp
 import torch
 
-from kanx.errors import ConfigError, load_finished_run, report
+from kanx.errors import ConfigError, report
 from kanx.kan.network import GatedKAN
 from kanx.kan.spline import bspline_basis
 from kanx.kan.structure import dest_node, model_edge_roles, source_node, trained_inference_gates
-from kanx.load import rebuild_dataset
+from kanx.load import load_finished_run, rebuild_dataset
 
 # ------------------------------------------------------------------ the library
 

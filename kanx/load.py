@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from kanx import records
+from kanx.errors import ConfigError
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 
 # model.pt holds tensors and plain data only, so it loads with torch.load(weights_only=True):
@@ -155,3 +156,17 @@ def rebuild_dataset(run: TrainedRun):
         if not torch.allclose(getattr(refit, attr), getattr(run.scaling, attr).to(torch.float64)):
             raise ValueError("the rebuilt data do not match the scaling saved with the model")
     return ds
+
+
+def load_finished_run(run_dir):
+    """kanx.load.load_run for the commands that read a finished run: every way a run folder
+    can be unusable (nothing there, unfinished, weights absent, a file corrupt, truncated or
+    not what kanx writes) is a ConfigError whose one line names the folder or the file."""
+    try:
+        return load_run(run_dir)
+    except (OSError, ValueError) as e:  # load_run's own messages, naming the file
+        raise ConfigError(str(e)) from None
+    except (RuntimeError, KeyError, TypeError, AttributeError) as e:  # a model.pt or record of another shape (another network's weights)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ConfigError(f"{run_dir}: its record.json and model.pt do not load as a kanx run ({type(e).__name__}: {first}); "
+                          "re-run the run with overwrite=true") from None

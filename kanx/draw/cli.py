@@ -7,7 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kanx.errors import ConfigError, load_finished_run, report
+from kanx.errors import ConfigError, report
+from kanx.load import load_finished_run
 
 from .render import FORMATS, draw_run, save
 
