@@ -106,7 +106,7 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     Beta acts through L_C only where it has something to act on: the egates (E) or the
     exit gate (X). Baseline and F sweep seeds only, at beta 0.
     """
-    if not _gated(_bool(edge_gates, "condition.edge_gates"), _bool(exits, "condition.exits")):
+    if not Condition(edge_gates=_bool(edge_gates, "condition.edge_gates"), exits=_bool(exits, "condition.exits")).beta_acts:
         return "0.0"
     values = list(betas)
     if not values:
@@ -119,18 +119,13 @@ def beta_if_gated(edge_gates, exits, beta):
     so a Baseline or F run is recorded (and filed) at the beta it trains at."""
     # Flags other than true/false are refused by run_config_from in one line; raising here,
     # inside an interpolation, would be a traceback.
-    return beta if _gated(edge_gates is True, exits is True) else 0.0
-
-
-def _gated(edge_gates: bool, exits: bool) -> bool:
-    """Beta acts through L_C only on the egates (E) or the exit gate (X)."""
-    return edge_gates or exits
+    return beta if Condition(edge_gates=edge_gates is True, exits=exits is True).beta_acts else 0.0
 
 
 def check_beta(run: RunConfig) -> None:
     """A new run's beta must be one it trains at: a nonzero beta without E or X is a condition
     left out by mistake, not a Baseline (records read back are not checked: older ones hold it)."""
-    if run.beta and not _gated(run.condition.edge_gates, run.condition.exits):
+    if run.beta and not run.condition.beta_acts:
         raise ConfigError(f"beta={run.beta} has no effect on condition {run.condition.name}: beta acts only through edge gates (E) or the "
                           f"exit gate (X); leave beta out (Baseline and F run at beta 0.0) or add the condition, e.g. +condition=EFX")
 

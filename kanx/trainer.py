@@ -37,8 +37,8 @@ def beta_active(epoch: int, warmup: int) -> bool:
 
 
 def beta_acts(condition: Condition) -> bool:
-    """Beta acts through L_C only where it has gates to act on: egates (E) or the exit gate (X)."""
-    return condition.edge_gates or condition.exits
+    """Beta acts through L_C only where it has gates to act on (Condition.beta_acts)."""
+    return condition.beta_acts
 
 
 def warmup_applies(condition: Condition, warmup_for: str) -> bool:

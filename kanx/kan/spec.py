@@ -28,6 +28,11 @@ class Condition:
         flags = "E" * self.edge_gates + "F" * self.forward + "X" * self.exits
         return flags or "Baseline"
 
+    @property
+    def beta_acts(self) -> bool:
+        """Beta acts through L_C only where it has gates to act on: egates (E) or the exit gate (X)."""
+        return self.edge_gates or self.exits
+
     @classmethod
     def from_name(cls, name: str) -> Condition:
         if name not in cls.NAMES:
