@@ -1,22 +1,23 @@
-"""The training step on static buffers, replayed as a CUDA graph (`train.cuda_graph=true`).
+"""Whole epochs on static buffers, replayed as CUDA graphs (`train.cuda_graph=true`).
 
-On a GPU these small networks cost their kernel launches, not their arithmetic: about 145
-steps/s whatever the pack size (docs/BENCHMARK.md, "On a GPU"). A CUDA graph records one
-step (gates, forward, loss, backward, the member freeze and Adam) once and replays it with
-a single launch. For that the step reads everything that changes between steps from
-buffers at fixed addresses (the minibatch, the uniform noise, beta and tau_x, which members
-are alive), makes no host sync, and Adam keeps its step count on the device
-(kanx.optim.Adam.step_capturable). Minibatch order and noise are still drawn on the host
-from each member's own generator, once per epoch, and copied into the buffers, so a
-member's draws do not change. What is outside the graph stays outside: grid updates
-(which write the grid and coefficients in place, where the graph reads them), the
-per-epoch divergence check, evaluation and checkpoints.
+On a GPU these small networks cost their kernel launches, not their arithmetic, and a pack
+stepped from the host advances at the host's pace (docs/BENCHMARK.md, "On a GPU"). Here one
+CUDA graph holds a whole epoch: the epoch's draws (kanx.draws, keyed by an epoch counter on
+the device), the shuffle, every step (gates, forward, loss, backward, the member freeze and
+Adam), the divergence check and the epoch's losses written to a log on the device. The host
+replays it once per epoch without waiting, and reads the log at the end of a *chunk*: the
+epochs between the points where it must act (grid updates, the forward-connection switch,
+curve rows, checkpoints, progress lines; Trainer.train chooses them).
 
-One graph per (batch size, forward connections on/off): the last batch of an epoch may be
-partial, and the FC switch changes which edges exist. Capturing needs warm-up steps; they
-run on a copy of the state, which is then restored, so capture leaves the trajectory
-untouched. Without CUDA (`capture=False`) the same step runs eagerly on the same buffers:
-that is how the CPU tests check this path against the ordinary one.
+For that an epoch reads everything that changes from buffers at fixed addresses: the epoch
+counter, beta before and after the warmup, tau_x of the chunk's epochs, which members are
+alive; Adam keeps its step count on the device (kanx.optim.Adam.step_capturable). Grid
+updates write the grid and coefficients in place, outside the graph, where it reads them.
+
+One graph per forward-connection state (the switch changes which edges exist). Capturing
+needs a warm-up epoch; it runs on a copy of the state, which is then restored, so capture
+leaves the trajectory untouched. Without CUDA (`capture=False`) the same epoch runs eagerly
+on the same buffers: that is how the CPU tests check this path against the ordinary one.
 """
 
 from __future__ import annotations
@@ -25,86 +26,118 @@ import torch
 
 from kanx.kan.objective import complexity, data_loss, total_loss
 
-WARMUP_STEPS = 3  # before a capture: lazy initialization and torch.compile's first call
 
-
-class StaticSteps:
-    def __init__(self, pack, capture: bool):
+class EpochGraph:
+    def __init__(self, pack, capture: bool, max_chunk: int):
         self.pack, self.capture = pack, capture
-        device, M = pack.device, pack.M
-        self.beta = torch.zeros(M, device=device)
-        self.tau = torch.ones((), device=device)
+        device, M, cfg = pack.device, pack.M, pack.train_cfg
+        self.epoch = torch.zeros((), dtype=torch.int64, device=device)  # the epoch the next replay runs
+        self.slot = torch.zeros((), dtype=torch.int64, device=device)  # its row in the chunk's log
+        before, after = pack.betas_at(0), pack.betas_at(cfg.epochs)  # beta is a step function of the warmup
+        self.beta_before = torch.tensor(before, dtype=torch.float32, device=device)
+        self.beta_after = torch.tensor(after, dtype=torch.float32, device=device)
+        self.tau = torch.ones(max_chunk, device=device)  # tau_x of the chunk's epochs, by slot
         self.alive = torch.ones(M, dtype=torch.bool, device=device)
         self.epoch_loss = torch.zeros(M, device=device)
         self.epoch_data = torch.zeros(M, device=device)
-        self.buffers: dict[int, tuple[torch.Tensor, ...]] = {}
-        self.graphs: dict[tuple[int, bool], torch.cuda.CUDAGraph] = {}
+        self.log_loss = torch.zeros(max_chunk, M, device=device)
+        self.log_data = torch.zeros(max_chunk, M, device=device)
+        self.log_alive = torch.zeros(max_chunk, M, dtype=torch.bool, device=device)
+        self.graphs: dict[bool, torch.cuda.CUDAGraph] = {}
         pack.optimizer.make_capturable(device)
+        for p in pack.optimizer.param_groups[0]["params"]:  # static gradients: every step accumulates into zeroed ones
+            p.grad = torch.zeros_like(p)
 
-    def begin_epoch(self, beta: torch.Tensor, tau: float, alive: torch.Tensor) -> None:
-        self.beta.copy_(beta)
-        self.tau.fill_(tau)
+    def run(self, first: int, n: int, alive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Epochs first .. first + n - 1, with no host sync between them. Returns each
+        epoch's summed loss, summed data loss and alive members, (n, M) each, on the CPU."""
+        self.epoch.fill_(first)
+        self.slot.zero_()
+        self.tau[:n].copy_(torch.tensor([self.pack.tau_at(first + i) for i in range(n)], dtype=torch.float32))
         self.alive.copy_(alive)
+        key = self.pack.model.fc_enabled
+        for _ in range(n):
+            if not self.capture:
+                self._epoch()
+                continue
+            if key not in self.graphs:
+                self.graphs[key] = self._capture()
+            self.graphs[key].replay()
+        return self.log_loss[:n].cpu(), self.log_data[:n].cpu(), self.log_alive[:n].cpu()
+
+    def _epoch(self) -> None:
+        """One epoch of Trainer.run_epoch on the buffers, with no host sync."""
+        pack = self.pack
+        n_batches, bs = pack.batches_per_epoch, pack.train_cfg.batch_size
+        perm, noise = pack.epoch_draws(self.epoch, n_batches)
+        x = torch.gather(pack.x, 1, perm.unsqueeze(-1).expand(-1, -1, pack.x.shape[-1]))
+        y = torch.gather(pack.y, 1, perm.unsqueeze(-1).expand(-1, -1, pack.y.shape[-1]))
+        tau = self.tau.index_select(0, self.slot.view(1)).view(())
+        beta = torch.where(self.epoch >= pack.train_cfg.warmup, self.beta_after, self.beta_before)
         self.epoch_loss.zero_()
         self.epoch_data.zero_()
+        for b in range(n_batches):
+            self._step(x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b], beta, tau)
+        self._end_epoch()
 
-    def step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor) -> None:
-        B = xb.shape[1]
-        if B not in self.buffers:
-            self.buffers[B] = (torch.empty_like(xb), torch.empty_like(yb), torch.empty_like(u))
-        for buf, value in zip(self.buffers[B], (xb, yb, u), strict=True):
-            buf.copy_(value)
-        if not self.capture:
-            self.pack.optimizer.zero_grad(set_to_none=True)
-            self._step(*self.buffers[B])
-            return
-        key = (B, self.pack.model.fc_enabled)
-        if key not in self.graphs:
-            self.graphs[key] = self._capture(self.buffers[B])
-        self.graphs[key].replay()
-
-    def _step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor) -> None:
-        """One step of Trainer.run_epoch on the buffers, with no host sync."""
+    def _step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor, beta: torch.Tensor, tau: torch.Tensor) -> None:
         pack, model = self.pack, self.pack.model
         n_gate = model.n_edges if pack.condition.edge_gates else 0
         gates = model.sample_gates(u[:, :n_gate] if n_gate else None)
         out = model(xb, gates)
-        eta = model.exit_weights(u[:, n_gate:], self.tau)
+        eta = model.exit_weights(u[:, n_gate:], tau)
         loss = data_loss(out, yb, eta)
         self.epoch_data += loss.detach()
         if pack.condition.edge_gates or pack.condition.exits:
-            with_lc = total_loss(loss, complexity(model, pack.costs, pack.exit_tau(self.tau)), self.beta, pack.scale)
+            with_lc = total_loss(loss, complexity(model, pack.costs, pack.exit_tau(tau)), beta, pack.scale)
             loss = torch.where(pack.uses_lc, with_lc, loss) if model.mixed else with_lc
+        params = pack.optimizer.param_groups[0]["params"]
+        for p in params:
+            p.grad.zero_()
         loss.sum().backward()
-        for p in pack.optimizer.param_groups[0]["params"]:
-            if p.grad is not None:  # a diverged member is frozen (NaN-safe, unlike a product)
-                alive = self.alive.view(-1, *[1] * (p.dim() - 1))
-                p.grad.copy_(torch.where(alive, p.grad, torch.zeros_like(p.grad)))
+        for p in params:  # a diverged member is frozen (NaN-safe, unlike a product)
+            alive = self.alive.view(-1, *[1] * (p.dim() - 1))
+            p.grad.copy_(torch.where(alive, p.grad, torch.zeros_like(p.grad)))
         pack.optimizer.step_capturable()
         self.epoch_loss += loss.detach()
 
+    @torch.no_grad()
+    def _end_epoch(self) -> None:
+        """Trainer._check_divergence on the device: a member whose loss turned non-finite is
+        frozen from the next epoch on, its Adam moments zeroed; then the epoch is logged."""
+        newly = ~torch.isfinite(self.epoch_loss) & self.alive
+        self.alive &= ~newly
+        for state in self.pack.optimizer.state.values():
+            for key in ("exp_avg", "exp_avg_sq"):
+                m = state[key]
+                m.copy_(torch.where(newly.view(-1, *[1] * (m.dim() - 1)), torch.zeros_like(m), m))
+        row = self.slot.view(1)
+        self.log_loss.index_copy_(0, row, self.epoch_loss.view(1, -1))
+        self.log_data.index_copy_(0, row, self.epoch_data.view(1, -1))
+        self.log_alive.index_copy_(0, row, self.alive.view(1, -1))
+        self.slot += 1
+        self.epoch += 1
+
     def _mutable_state(self) -> list[torch.Tensor]:
-        """Every tensor a step writes: parameters, Adam's moments and step, the epoch loss."""
+        """Every tensor an epoch writes: parameters, Adam's moments and step, the counters, logs."""
         opt = self.pack.optimizer
         tensors = [p.data for p in opt.param_groups[0]["params"]]
         tensors += [s[k] for s in opt.state.values() for k in ("exp_avg", "exp_avg_sq")]
-        return [*tensors, opt._shared_step, self.epoch_loss, self.epoch_data]
+        return [*tensors, opt._shared_step, self.epoch, self.slot, self.alive, self.epoch_loss, self.epoch_data,
+                self.log_loss, self.log_data, self.log_alive]
 
-    def _capture(self, buffers: tuple[torch.Tensor, ...]) -> torch.cuda.CUDAGraph:
+    def _capture(self) -> torch.cuda.CUDAGraph:
         state = self._mutable_state()
         saved = [t.clone() for t in state]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(WARMUP_STEPS):
-                self.pack.optimizer.zero_grad(set_to_none=True)
-                self._step(*buffers)
+            self._epoch()  # lazy initialization and torch.compile's first call, outside the capture
         torch.cuda.current_stream().wait_stream(side)
         with torch.no_grad():
             for t, s in zip(state, saved, strict=True):
                 t.copy_(s)
         graph = torch.cuda.CUDAGraph()
-        self.pack.optimizer.zero_grad(set_to_none=True)  # backward allocates grads from the graph's pool
         with torch.cuda.graph(graph):
-            self._step(*buffers)
+            self._epoch()
         return graph

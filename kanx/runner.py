@@ -442,7 +442,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
             log.info(_progress_line(trainer, progress, name, cfg.epochs, resumed_at))
 
     try:
-        trainer.train(on_epoch)
+        trainer.train(on_epoch, host_every=(curves.every, cfg.checkpoint_every))
     finally:
         checkpointer.watch((), None)
         bar.close()

@@ -9,8 +9,10 @@ warmup ends (egates present and sampled); forward connections off for the FC war
 exit-gate temperature annealed exponentially from 5.0 to 0.1; bursts of 10 grid updates,
 5 epochs apart, at training start, FC activation and beta onset; no early stopping.
 
-Member m draws its initialization, minibatch order, gate noise and Gumbel noise from its
-own seed's streams, so it follows the same trajectory packed or alone.
+Member m draws its initialization from its own seed's generator, and its minibatch orders,
+gate noise and Gumbel noise from counter-based draws keyed by its seed (kanx.draws), in its
+own condition's layout: it follows the same trajectory packed or alone, and resumes exactly
+with no generator state to carry.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
+from kanx import draws
 from kanx.config import RunConfig, TrainConfig
-from kanx.kan.network import Condition, GatedKAN, member_generators
+from kanx.kan.network import Condition, GatedKAN
 from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
 from kanx.kan.structure import model_structure
 from kanx.optim import Adam
@@ -94,6 +97,8 @@ def describe_device(device: torch.device) -> str:
 
 # ------------------------------------------------------------------ the pack
 
+MAX_CHUNK = 500  # epochs a whole-epoch graph runs between host reads, at most (the log's rows)
+
 
 @dataclass
 class Progress:
@@ -137,11 +142,11 @@ class Trainer:
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
         self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile and device.type == "cpu")
-        self.generators = member_generators(seeds, stream=1)
-        self.noise_slots = self._noise_slots()
+        self.keys = draws.member_keys(seeds).to(device)
+        self.egate_index, self.exit_index = self._own_indices()
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
-        self.static_steps = None  # kanx.graphs.StaticSteps, with train.cuda_graph
+        self.epoch_graph = None  # kanx.graphs.EpochGraph, with train.cuda_graph
         self.epoch = 0  # the next epoch to run
         self.last_state: dict | None = None  # full_state() at the last epoch boundary train() passed: what a signal checkpoints
         self.steps = 0
@@ -170,36 +175,36 @@ class Trainer:
         """The temperature of pi in L_C: tau_x with train.exit_pi=tempered, else None."""
         return tau if self.train_cfg.exit_pi == "tempered" else None
 
-    def _noise_slots(self) -> list[torch.Tensor] | None:
-        """Where each member's own noise goes in the pack's noise vector [gate noise per
-        edge | exit noise per layer]: a member draws the noise its own condition needs, in
-        its own layout, so its draws never depend on what other members need. None when
-        every member has the pack's layout."""
-        if not self.model.mixed:
-            return None
-        n_gate = self.model.n_edges if self.condition.edge_gates else 0
-        slots = []
-        for c in self.conditions:
-            gate = self.model.flat_index(c) if c.edge_gates else torch.zeros(0, dtype=torch.long)
-            exits = n_gate + torch.arange(self.model.L) if c.exits else torch.zeros(0, dtype=torch.long)
-            slots.append(torch.cat([gate, exits]))
-        return slots
+    def _own_indices(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """For every slot of the pack's noise vectors (egate noise per edge, exit noise per
+        layer), the index of the draw each member puts there: its own index in its own
+        condition's layout, or -1 where it lacks the slot (it gets 1/2). A member's draws so
+        never depend on what other members need. (M, n_edges or 0) and (M, L or 0), on the device."""
+        model, M = self.model, self.M
+        n_gate = model.n_edges if self.condition.edge_gates else 0
+        egate = torch.full((M, n_gate), -1, dtype=torch.long)
+        exits = torch.full((M, model.L if self.condition.exits else 0), -1, dtype=torch.long)
+        for m, c in enumerate(self.conditions):
+            if c.edge_gates:
+                slots = model.flat_index(c) if model.mixed else torch.arange(n_gate)
+                egate[m, slots] = torch.arange(len(slots))
+            if c.exits:
+                exits[m] = torch.arange(model.L)
+        return egate.to(self.device), exits.to(self.device)
 
-    def _epoch_noise(self, n_batches: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every member's minibatch order and uniform noise for a whole epoch, from its own
-        generator, in one draw per member (not one per step)."""
-        N = self.x.shape[1]
-        n_noise = (self.model.n_edges if self.condition.edge_gates else 0) + (self.model.L if self.condition.exits else 0)
-        perms, noise = [], torch.full((n_batches, self.M, n_noise), 0.5)  # slots a member does not use stay 0.5
-        for m, g in enumerate(self.generators):  # per member: its order, then its noise
-            perms.append(torch.randperm(N, generator=g))
-            if self.noise_slots is None:
-                noise[:, m] = torch.rand(n_batches, n_noise, generator=g)
-            else:
-                noise[:, m, self.noise_slots[m]] = torch.rand(n_batches, len(self.noise_slots[m]), generator=g)
-        return torch.stack(perms).to(self.device), noise.to(self.device)  # (M, N), (n_batches, M, n_noise)
+    def epoch_draws(self, epoch: int | torch.Tensor, n_batches: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's minibatch order (M, N) and uniform noise (n_batches, M, n_noise) =
+        [egate noise | exit noise] for an epoch, as tensor operations on the pack's device
+        (``epoch`` may be a device tensor: a CUDA graph's counter)."""
+        perm = draws.orders(self.keys, epoch, self.x.shape[1])
+        noise = torch.cat([draws.noise(self.keys, epoch, draws.EGATE, n_batches, self.egate_index),
+                           draws.noise(self.keys, epoch, draws.EXIT, n_batches, self.exit_index)], dim=-1)
+        return perm, noise
 
     def run_epoch(self) -> Progress:
+        """The next epoch: eagerly, or with train.cuda_graph as a chunk of one (run_epochs)."""
+        if self.train_cfg.cuda_graph:
+            return self.run_epochs(1)[0]
         epoch, cfg, model = self.epoch, self.train_cfg, self.model
         model.fc_enabled = self.condition.forward and fc_active(epoch, cfg.fc_warmup)
         if epoch in self.grid_epochs:
@@ -208,11 +213,9 @@ class Trainer:
         tau = self.tau_at(epoch)
 
         bs, n_batches = cfg.batch_size, self.batches_per_epoch
-        perm, noise = self._epoch_noise(n_batches)
+        perm, noise = self.epoch_draws(epoch, n_batches)
         x = torch.gather(self.x, 1, perm.unsqueeze(-1).expand(-1, -1, self.x.shape[-1]))  # (M, N, n_0) shuffled
         y = torch.gather(self.y, 1, perm.unsqueeze(-1).expand(-1, -1, self.y.shape[-1]))
-        if cfg.cuda_graph:
-            return self._finish_epoch(*self._static_epoch(x, y, noise, beta, tau), n_batches)
         n_gate = model.n_edges if self.condition.edge_gates else 0
         dead = ~self.alive
         epoch_loss = torch.zeros(self.M, device=self.device)
@@ -237,18 +240,43 @@ class Trainer:
             epoch_loss += loss.detach()
         return self._finish_epoch(epoch_loss, epoch_data, n_batches)
 
-    def _static_epoch(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor, beta: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """The epoch's steps on static buffers: CUDA-graph replays on a GPU, the same step
-        eagerly elsewhere (kanx.graphs). Returns the summed loss and data loss per member."""
-        from kanx.graphs import StaticSteps
+    def run_epochs(self, n: int) -> list[Progress]:
+        """The next n epochs (fewer where training ends). Eagerly one by one; with
+        train.cuda_graph as whole-epoch graphs (kanx.graphs), in chunks that the host
+        interrupts only where it must act: grid updates and the forward-connection switch."""
+        end = min(self.epoch + n, self.train_cfg.epochs)
+        if not self.train_cfg.cuda_graph:
+            return [self.run_epoch() for _ in range(end - self.epoch)]
+        progresses = []
+        while self.epoch < end:
+            progresses += self._graph_chunk(min(end, self._next_host_epoch()))
+        return progresses
 
-        if self.static_steps is None:
-            self.static_steps = StaticSteps(self, capture=self.device.type == "cuda")
-        steps, bs = self.static_steps, self.train_cfg.batch_size
-        steps.begin_epoch(beta, tau, self.alive.to(self.device))
-        for b in range(noise.shape[0]):
-            steps.step(x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b])
-        return steps.epoch_loss.clone(), steps.epoch_data.clone()
+    def _next_host_epoch(self) -> int:
+        """The first epoch after this one that the host must begin: a grid update, the FC
+        switch, or the chunk's limit (the size of the graph's log)."""
+        cfg, now = self.train_cfg, self.epoch
+        stops = [cfg.epochs, now + MAX_CHUNK, *(e for e in self.grid_epochs if e > now)]
+        if self.condition.forward and cfg.fc_warmup > now:
+            stops.append(cfg.fc_warmup)
+        return min(stops)
+
+    def _graph_chunk(self, end: int) -> list[Progress]:
+        """Epochs self.epoch .. end - 1 replayed with no host sync between them."""
+        from kanx.graphs import EpochGraph
+
+        first, cfg, model = self.epoch, self.train_cfg, self.model
+        model.fc_enabled = self.condition.forward and fc_active(first, cfg.fc_warmup)
+        if first in self.grid_epochs:
+            model.update_grid(self.x, self.alive & self.grid_epochs[first])
+        if self.epoch_graph is None:
+            self.epoch_graph = EpochGraph(self, capture=self.device.type == "cuda", max_chunk=MAX_CHUNK)
+        loss, data, alive = self.epoch_graph.run(first, end - first, self.alive.to(self.device))
+        n = self.batches_per_epoch
+        self.alive = alive[-1].clone()
+        self.steps += n * (end - first)
+        self.epoch = end
+        return [Progress(first + i, loss[i] / n, alive[i].clone(), data[i] / n) for i in range(end - first)]
 
     def _finish_epoch(self, epoch_loss: torch.Tensor, epoch_data: torch.Tensor, n_batches: int) -> Progress:
         epoch = self.epoch
@@ -274,14 +302,26 @@ class Trainer:
                 p.grad[dead] = 0.0
 
     # ---------------------------------------------------------------- train / evaluate
-    def train(self, on_epoch: Callable[[Trainer, Progress], None] | None = None) -> None:
+    def train(self, on_epoch: Callable[[Trainer, Progress], None] | None = None, host_every: Sequence[int] = ()) -> None:
+        """Train to the end, calling ``on_epoch`` after every epoch with ``self.epoch`` the
+        epochs finished. With train.cuda_graph the epochs run in chunks, and the model is the
+        one of a chunk's end: ``host_every`` (epochs) are the caller's cadences at which it
+        reads the model (curve rows, checkpoints), where a chunk ends. ``last_state`` is
+        always the state at the end of an epoch the callback has seen (what a signal saves)."""
         start = time.perf_counter() - self.train_seconds
         while self.epoch < self.train_cfg.epochs:
-            progress = self.run_epoch()
+            if self.train_cfg.cuda_graph:
+                progresses = self.run_epochs(min((self.epoch // k + 1) * k for k in (*host_every, MAX_CHUNK) if k) - self.epoch)
+            else:
+                progresses = [self.run_epoch()]
             self.train_seconds = time.perf_counter() - start
-            self.last_state = self.full_state()
-            if on_epoch is not None:
-                on_epoch(self, progress)
+            state, end = self.full_state(), self.epoch
+            for progress in progresses:
+                self.epoch = progress.epoch + 1
+                if self.epoch == end:
+                    self.last_state = state
+                if on_epoch is not None:
+                    on_epoch(self, progress)
         self.model.fc_enabled = self.condition.forward
 
     @torch.no_grad()
@@ -308,7 +348,6 @@ class Trainer:
             "alive": self.alive.clone(),
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "optimizer": opt,
-            "rng": [g.get_state() for g in self.generators],
         }
 
     def member_state(self, m: int) -> dict:
@@ -332,7 +371,6 @@ class Trainer:
             "alive": bool(state["alive"][m]),
             "model": {name: _own_copy(model.member_tensor(name, state["model"][name], m)) for name in model.member_names(m)},
             "optimizer": optimizer,
-            "rng": state["rng"][m],
         }
 
     def load_member_states(self, states: Sequence[dict]) -> None:
@@ -353,8 +391,6 @@ class Trainer:
                         st = self.optimizer.state[params[name]]
                         for k in ("exp_avg", "exp_avg_sq"):
                             model.set_member_tensor(name, st[k], m, s["optimizer"][j][k])
-        for g, s in zip(self.generators, states, strict=True):
-            g.set_state(s["rng"])
         self.alive = torch.tensor([s["alive"] for s in states])
         self.epoch, self.steps = states[0]["epoch"], states[0]["steps"]
         self.train_seconds = self.resumed_train_seconds = max(s["train_seconds"] for s in states)

@@ -80,6 +80,7 @@ ARCHS = (
 )
 PACK_SIZES = (1, 10, 70)
 BETAS = (0.001, 0.01, 0.1)  # cycled over members; all > 0, so L_C is in every member's loss
+GRAPH_CHUNK = 50  # epochs between host reads with --cuda-graph: the curve cadence of a 10,000-epoch run
 WARM_STEPS = 30  # untimed steps before each timed repeat (as the reference) ...
 WARM_MAX_SECONDS = 1.0  # ... or whole kanx epochs for at least this long, whichever ends first
 QUIET_SHARE = 0.9  # a repeat is uncontended when the process got >= 90% of its threads' CPU time
@@ -169,11 +170,11 @@ class Baseline:
 class KanxCell:
     """A kanx Trainer of M EFX members, kept alive across repeats."""
 
-    def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device, baseline: Baseline | None = None):
-        self.baseline = baseline
+    def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device, baseline: Baseline | None = None, cuda_graph: bool = False):
+        self.baseline, self.cuda_graph = baseline, cuda_graph
         with self.context():
             self._build(arch, M, compile, device)
-        self.impl = ("kanx packed" if compile else "kanx packed (eager)") + (f" @{baseline.rev}" if baseline else "")
+        self.impl = ("kanx packed" if compile else "kanx packed (eager)") + (" graph" if cuda_graph else "") + (f" @{baseline.rev}" if baseline else "")
 
     def context(self):
         """This checkout's kanx, or the baseline commit's while it runs."""
@@ -187,7 +188,8 @@ class KanxCell:
         module = importlib.import_module(self.baseline.trainer_module if self.baseline else "kanx.trainer")
         Trainer = getattr(module, "Trainer", None) or module.Pack
         self.arch, self.M, self.compiled, self.device = arch, M, compile, device
-        train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile)
+        train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile,
+                            **({"cuda_graph": True} if self.cuda_graph else {}))
         runs = [
             RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train, BETAS[s % len(BETAS)], s, device=device.type)
             for s in range(M)
@@ -226,6 +228,8 @@ class KanxCell:
         while steps < WARM_STEPS and (steps == 0 or time.perf_counter() - t0 < WARM_MAX_SECONDS):
             self.pack.run_epoch()
             steps += self.steps_per_epoch
+        if self.cuda_graph:  # whole-epoch graphs, read back by the host once per chunk (as a run's curve cadence does)
+            return timed(lambda: self.pack.run_epochs(GRAPH_CHUNK), self.steps_per_epoch * GRAPH_CHUNK, seconds, self.device)
         return timed(self.pack.run_epoch, self.steps_per_epoch, seconds, self.device)
 
 
@@ -299,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where both sides train (default cpu)")
     ap.add_argument("--profile", action="store_true", help="profile one epoch of packed Concrete EFX M=70 instead")
     ap.add_argument("--baseline-commit", metavar="REV", default=None, help="also time kanx of commit REV (git archive) at M=70, interleaved with this checkout's, and print the kanx-vs-kanx ratio")
+    ap.add_argument("--pack-sizes", type=int, nargs="+", default=list(PACK_SIZES), metavar="M", help=f"kanx pack sizes (default {' '.join(map(str, PACK_SIZES))})")
+    ap.add_argument("--cuda-graph", action="store_true", help="kanx with train.cuda_graph (whole-epoch graphs; CUDA only)")
     args = ap.parse_args(argv)
 
     try:
@@ -335,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     cells = []
     for arch in ARCHS:
         cells.append(PykanCell(arch, device))
-        cells.extend(KanxCell(arch, M, args.compile, device) for M in PACK_SIZES)
+        cells.extend(KanxCell(arch, M, args.compile, device, cuda_graph=args.cuda_graph) for M in args.pack_sizes)
         if args.compile and args.eager_row:
             cells.append(KanxCell(arch, PACK_SIZES[-1], False, device))
         if baseline:
@@ -386,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
             if arch is ARCHS[0] and isinstance(c, KanxCell) and c.M == 70 and c.compiled == args.compile and c.baseline is None:
                 headline = ratio
     print(f"\nload average at end (1/5/15 min): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; total {time.perf_counter() - t_start:.0f} s")
-    print(f"headline ({args.device}): packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
+    if headline is not None:
+        print(f"headline ({args.device}): packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
     if baseline:
         for arch in ARCHS:
             ours, theirs = (next(c for c in cells if isinstance(c, KanxCell) and c.arch is arch and c.M == PACK_SIZES[-1] and c.compiled == args.compile and (c.baseline is None) == mine) for mine in (True, False))

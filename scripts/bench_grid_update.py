@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help="default: all eight")
     ap.add_argument("--host", action="store_true", help="also time the per-epoch host work that grows with M: "
-                    "Trainer._epoch_noise (each member's order and noise from its own generator) and full_state")
+                    "Trainer.epoch_draws (every member's order and noise) and full_state")
     a = ap.parse_args(argv)
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     import kanx.kan.layer as layer
@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
           f"N = {x.shape[1]} samples", flush=True)
     if a.host:
         trainer = Trainer(runs, x, y, datasets[0].n_train, device)
-        trainer._epoch_noise(8)
-        for name, call in (("_epoch_noise", lambda: trainer._epoch_noise(-(-x.shape[1] // runs[0].train.batch_size))), ("full_state", trainer.full_state)):
+        trainer.epoch_draws(0, trainer.batches_per_epoch)
+        for name, call in (("epoch_draws", lambda: trainer.epoch_draws(0, trainer.batches_per_epoch)), ("full_state", trainer.full_state)):
             t0 = time.perf_counter()
             for _ in range(20):
                 call()

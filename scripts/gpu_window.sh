@@ -33,6 +33,10 @@
 #   KANX_WINDOW_RESERVE   seconds kept for stopping and packing (default 45)
 #   KANX_WINDOW_GRAPH     auto (default: on if the CUDA tests pass) | true | false
 #   KANX_WINDOW_TESTS     1 (default): run tests/test_cuda.py first | 0: skip them
+#   KANX_WINDOW_BENCH     1 (default): after the tests, measure before training: the draws (bench_draws.py),
+#                         `make bench` at M = 1, 70, 160, 624 against pykan (needs its wheels in .whl/) and
+#                         the whole-paper estimate (bench_paper.py) | 0: skip (bench-paper still runs at the
+#                         end if time is left)
 #   KANX_WINDOW_WHEELS    1 (default): install .whl/ (Python 3.12 wheels) | 0: use the environment as it is
 #   KANX_WINDOW_KEEP      where each call keeps a copy of what it packed, for a later call on the same
 #                         machine (default .window, git-ignored)
@@ -113,6 +117,22 @@ if [ "$GRAPH" = auto ]; then
 fi
 say "train.cuda_graph=$GRAPH"
 
+# 2b. Measurements before training (KANX_WINDOW_BENCH=1): each bounded, each written to $OUT.
+graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
+BENCH_SETS=(); [ "$SCALE" = full ] || BENCH_SETS=(--datasets nguyen_f1)  # full: bench_paper.py's default, the whole paper
+PAPER_DONE=0
+if [ "${KANX_WINDOW_BENCH:-1}" = 1 ]; then
+  timeout 60 $PY scripts/bench_draws.py --device "$DEVICE" --repeats 10 >"$OUT/bench-draws.txt" 2>&1
+  say "bench-draws (exit $?): $(tail -1 "$OUT/bench-draws.txt")"
+  bench_graph=(); [ "$GRAPH" = true ] && bench_graph=(--cuda-graph)
+  timeout 170 $PY scripts/bench.py --device "$DEVICE" --quick --no-eager-row --threads "$(nproc)" --pack-sizes 1 70 160 624 "${bench_graph[@]}" >"$OUT/bench.txt" 2>&1
+  say "bench (exit $?): $(grep -E '^\| kanx' "$OUT/bench.txt" | tr '\n' ' ')"
+  timeout 200 $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" \
+    "${BENCH_SETS[@]}" >"$OUT/bench-paper.txt" 2>&1
+  rc=$?; [ "$rc" = 0 ] && PAPER_DONE=1
+  say "bench-paper (exit $rc): $(tail -1 "$OUT/bench-paper.txt")"
+fi
+
 # 3. The reproduction, phase by phase (DATASETS@SEEDS, in the order given: what a table needs
 #    first goes first). A phase is stopped (SIGTERM: every worker checkpoints its pack) when only
 #    the packing reserve is left. If a phase fails on the graph path, it is run again eagerly.
@@ -139,9 +159,9 @@ done
 # (python -m kanx.plan) included, and KILLs it 30 s later.
 
 # 4. The whole-paper estimate on this device (100 steps per pack make-up), if time is left.
-BENCH_SETS=(); [ "$SCALE" = full ] || BENCH_SETS=(--datasets nguyen_f1)  # full: bench_paper.py's default, the whole paper
 T=$(( $(left) - 45 ))
-if [ "$T" -ge "$BENCH_MIN" ]; then
+if [ "$PAPER_DONE" = 1 ]; then :
+elif [ "$T" -ge "$BENCH_MIN" ]; then
   graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
   timeout "$T" $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" \
     "${BENCH_SETS[@]}" >"$OUT/bench-paper.txt" 2>&1
@@ -159,7 +179,7 @@ pack() {  # pack NAME COUNTED FIND-TESTS...: this window's files that match -> $
   tar czf "$OUT/$1.tgz" --null -T "$list"
   grep -zc "/$2\$" "$list"; rm -f "$list"
 }
-n_rec=$(pack records record.json -name record.json -o -name done -o -path "*/logs/*")
+n_rec=$(pack records record.json -name record.json -o -name done -o -name model.pt -o -path "*/logs/*")
 n_ckpt=$(pack checkpoints checkpoint.pt -name checkpoint.pt)
 n_curves=$(pack curves metrics.csv -name metrics.csv)
 room=$(( 60 * 1024 * 1024 - $(stat -c %s "$OUT/records.tgz") ))  # 64 MiB come back, the log and bench beside
@@ -176,6 +196,6 @@ done
 for f in records.tgz checkpoints.tgz curves.tgz; do
   [ -f "$OUT/$f" ] && [ "$(stat -c %s "$OUT/$f")" -gt $(( 15 * 1024 * 1024 )) ] && split -b 15m -d "$OUT/$f" "$OUT/$f.part" && rm "$OUT/$f"
 done
-cat "$OUT/cuda-tests.txt" "$OUT/bench-paper.txt" "$OUT/reproduce.txt" >>"$LOG" 2>/dev/null; rm -f "$OUT/cuda-tests.txt" "$OUT/reproduce.txt"
+cat "$OUT/cuda-tests.txt" "$OUT/bench-draws.txt" "$OUT/reproduce.txt" >>"$LOG" 2>/dev/null; rm -f "$OUT/cuda-tests.txt" "$OUT/bench-draws.txt" "$OUT/reproduce.txt"
 say "packed $n_rec records, $n_ckpt checkpoints and $n_curves training curves into $OUT: $(ls "$OUT" | tr '\n' ' ')"
 rm -f "$MARK"

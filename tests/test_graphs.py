@@ -1,6 +1,6 @@
-"""The static-buffer training step (train.cuda_graph) against the ordinary one. On a CPU it
-runs eagerly on the same buffers the CUDA graph replays; tests/test_cuda.py checks the
-replay itself on a GPU."""
+"""The whole-epoch graph path (train.cuda_graph) against the ordinary one. On a CPU its epochs
+run eagerly on the same buffers the CUDA graph replays, in the same chunks; tests/test_cuda.py
+checks the replay itself on a GPU."""
 
 from dataclasses import replace
 
@@ -24,14 +24,25 @@ def assert_close(a: Trainer, b: Trainer) -> None:
             assert torch.allclose(sa[name], sb[name], rtol=1e-5, atol=1e-6, equal_nan=True), (m, name, (sa[name] - sb[name]).abs().max())
 
 
-def test_static_steps_follow_the_ordinary_step_in_a_mixed_pack():
+def test_epoch_graphs_follow_the_ordinary_epochs_in_a_mixed_pack():
     # 6 epochs of 4 steps: FC switch, beta onset, grid updates; a partial last batch (N = 120).
     runs = mixed_runs()
     x, y = toy_data(len(runs), N=120)
     plain, static = train_pack(runs, x, y), train_pack(graphed(runs), x, y)
-    assert static.static_steps is not None and not static.static_steps.capture
-    assert set(static.static_steps.buffers) == {32, 24}
+    assert static.epoch_graph is not None and not static.epoch_graph.capture
     assert_close(static, plain)
+
+
+def test_chunks_report_every_epoch_and_end_where_the_caller_reads_the_model():
+    runs = graphed(mixed_runs())
+    x, y = toy_data(len(runs), N=120)
+    pack, plain = Trainer(runs, x, y, x.shape[1], torch.device("cpu")), train_pack(mixed_runs(), x, y)
+    seen = []
+    pack.train(lambda t, p: seen.append((t.epoch, p.epoch, t.last_state["epoch"] if t.last_state else None)), host_every=(4,))
+    assert [e for e, _, _ in seen] == list(range(1, 7)) and [p for _, p, _ in seen] == list(range(6))
+    # last_state is never ahead of the epochs the callback has seen
+    assert all(s is None or s <= e for e, _, s in seen) and seen[3][2] == 4 and seen[5][2] == 6
+    assert_close(pack, plain)
 
 
 def test_static_steps_freeze_a_diverging_member_and_resume():

@@ -1,0 +1,87 @@
+"""Counter-based draws (kanx.draws): a member's minibatch orders and noise are a function of
+its seed and what they are for, the same alone and in packs of any make-up, exact 32-bit
+arithmetic on every backend. tests/test_cuda.py checks that a GPU draws the same numbers."""
+
+import numpy as np
+import torch
+from helpers import toy_data
+from test_mixed_packs import mixed_runs
+
+from kanx import draws
+from kanx.trainer import Trainer
+
+
+def lowbias32(x: int) -> int:
+    """The reference: Wellons' lowbias32 on Python integers."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+def test_the_mix_is_lowbias32_bit_for_bit_over_the_whole_word():
+    words = np.random.default_rng(0).integers(0, 2**32, 5000, dtype=np.int64)
+    words[:4] = [0, 1, 2**31, 2**32 - 1]
+    tensor = torch.from_numpy(words.astype(np.uint32).view(np.int32))
+    got = draws.mix32(tensor).numpy().view(np.uint32)
+    assert got.tolist() == [lowbias32(int(w)) for w in words]
+
+
+def test_uniforms_lie_inside_the_unit_interval_and_look_uniform():
+    keys = draws.member_keys(range(50))
+    u = draws.noise(keys, 0, draws.EGATE, 8, torch.arange(100).expand(50, 100))
+    assert u.dtype == torch.float32 and 0 < u.min() and u.max() < 1
+    counts = torch.histc(u, bins=20, min=0, max=1)
+    expected = u.numel() / 20
+    assert ((counts - expected) ** 2 / expected).sum() < 60  # chi-square, 19 degrees of freedom: p < 1e-5 to fail
+
+
+def test_orders_are_permutations_that_change_with_seed_and_epoch():
+    keys = draws.member_keys([0, 1])
+    a, b = draws.orders(keys, 0, 300), draws.orders(keys, 1, 300)
+    assert torch.equal(a.sort(1).values, torch.arange(300).expand(2, 300))
+    assert not torch.equal(a[0], a[1]) and not torch.equal(a[0], b[0])
+    assert torch.equal(a, draws.orders(keys, 0, 300))  # a function of its counter, nothing else
+
+
+def test_purposes_epochs_and_steps_draw_apart():
+    keys = draws.member_keys([3])
+    own = torch.arange(64).view(1, 64)
+    e0 = draws.noise(keys, 0, draws.EGATE, 2, own)
+    assert not torch.equal(e0[0], e0[1])
+    assert not torch.equal(e0, draws.noise(keys, 0, draws.EXIT, 2, own))
+    assert not torch.equal(e0, draws.noise(keys, 1, draws.EGATE, 2, own))
+
+
+def test_a_member_draws_the_same_alone_and_in_packs_of_other_make_ups():
+    runs = mixed_runs()
+    x, y = toy_data(len(runs), N=120)
+    packs = [Trainer(runs, x, y, 120, torch.device("cpu")), Trainer(runs[::-1], x.flip(0), y.flip(0), 120, torch.device("cpu"))]
+    for m, run in enumerate(runs):
+        alone = Trainer([run], x[m : m + 1], y[m : m + 1], 120, torch.device("cpu"))
+        want_order, want_noise = alone.epoch_draws(5, 4)
+        want = own_noise(alone, 0, want_noise)
+        for pack, at in ((packs[0], m), (packs[1], len(runs) - 1 - m)):
+            order, noise = pack.epoch_draws(5, 4)
+            assert torch.equal(order[at], want_order[0])
+            for got, expected in zip(own_noise(pack, at, noise), want, strict=True):
+                assert torch.equal(got, expected), (run.condition.name, m)
+
+
+def own_noise(pack: Trainer, m: int, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Member m's egate and exit noise in its own layout's order, from a pack's noise vector."""
+    n_gate = pack.egate_index.shape[1]
+    egate, exits = noise[:, m, :n_gate], noise[:, m, n_gate:]
+    own = pack.egate_index[m]
+    egate = egate[:, own >= 0][:, own[own >= 0].argsort()]
+    return egate, exits[:, pack.exit_index[m] >= 0]
+
+
+def test_slots_a_member_lacks_hold_one_half():
+    runs = mixed_runs()
+    x, y = toy_data(len(runs), N=120)
+    pack = Trainer(runs, x, y, 120, torch.device("cpu"))
+    _, noise = pack.epoch_draws(0, 4)
+    lacking = torch.cat([pack.egate_index, pack.exit_index], dim=1) < 0
+    assert lacking.any() and (noise[:, lacking] == 0.5).all()
