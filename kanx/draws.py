@@ -14,9 +14,9 @@ next epoch's numbers itself (kanx.graphs).
 The mixing function is Wellons' ``lowbias32`` (xorshift-multiply, 2 rounds; "Prospecting for
 hash functions", 2018), chained over the words of the counter, with a second chain so that
 two counters share their 32 bits only by chance (2^-64), not whenever their prefixes differ
-in the low bits of the index. Words are int32 tensors; products are taken as uint32 (whose
-wrap-around is defined) and shifts are made logical by masking, so every backend computes
-the same bits.
+in the low bits of the index. Words are int32 tensors; products are formed in int64 from
+16-bit halves (nothing overflows) and shifts are made logical by masking, so every backend
+computes the same bits.
 
 The member key is two 32-bit words from numpy's SeedSequence(seed), child 1 (child 0 seeds
 the initialization, kanx.kan.spec.member_generators), so it depends on the member's seed
@@ -57,8 +57,11 @@ def _shr(x: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _mul(x: torch.Tensor, c: int) -> torch.Tensor:
-    """x * c mod 2^32: unsigned multiplication wraps by definition, on every backend."""
-    return (x.view(torch.uint32) * c).view(torch.int32)
+    """x * c mod 2^32, exactly: in int64 from c's 16-bit halves (no product exceeds 2^48, so
+    nothing overflows on any backend), the result's 32 bits back as int32."""
+    x = x.to(torch.int64) & 0xFFFFFFFF
+    low, high = x * (c & 0xFFFF), (x * (c >> 16)) & 0xFFFF
+    return ((low + (high << 16)) & 0xFFFFFFFF).to(torch.int32)
 
 
 def mix32(x: torch.Tensor) -> torch.Tensor:
