@@ -17,6 +17,10 @@ PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
 # Binary wheels for CPython 3.12 (pure-Python ones too, where published as wheels).
 $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${PLATFORMS[@]}" -d .whl \
   hydra-core==1.3.8 omegaconf==2.3.1
+# `make bench` in the window times pykan beside kanx: pykan declares no dependencies, and imports
+# scikit-learn (with joblib and threadpoolctl) at run time (about 14 MB of wheels).
+$PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${PLATFORMS[@]}" -d .whl \
+  pykan==0.2.8 scikit-learn==1.7.2 joblib==1.5.2 threadpoolctl==3.6.0
 # antlr4-python3-runtime 4.9.3 (what omegaconf pins) is published as a source archive only:
 # build its pure-Python wheel here.
 $PY -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
