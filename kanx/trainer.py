@@ -142,7 +142,7 @@ class Trainer:
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
         self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile and device.type == "cpu")
-        self.keys = draws.member_keys(seeds).to(device)
+        self.streams = draws.streams(draws.member_keys(seeds).to(device))
         self.egate_index, self.exit_index = self._own_indices()
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
@@ -196,9 +196,10 @@ class Trainer:
         """Every member's minibatch order (M, N) and uniform noise (n_batches, M, n_noise) =
         [egate noise | exit noise] for an epoch, as tensor operations on the pack's device
         (``epoch`` may be a device tensor: a CUDA graph's counter)."""
-        perm = draws.orders(self.keys, epoch, self.x.shape[1])
-        noise = torch.cat([draws.noise(self.keys, epoch, draws.EGATE, n_batches, self.egate_index),
-                           draws.noise(self.keys, epoch, draws.EXIT, n_batches, self.exit_index)], dim=-1)
+        at = draws.at_epoch(self.streams, epoch)
+        perm = draws.orders(at, self.x.shape[1])
+        noise = torch.cat([draws.noise(at, draws.EGATE, n_batches, self.egate_index),
+                           draws.noise(at, draws.EXIT, n_batches, self.exit_index)], dim=-1)
         return perm, noise
 
     def run_epoch(self) -> Progress:

@@ -125,7 +125,7 @@ if [ "${KANX_WINDOW_BENCH:-1}" = 1 ]; then
   timeout 60 $PY scripts/bench_draws.py --device "$DEVICE" --repeats 10 >"$OUT/bench-draws.txt" 2>&1
   say "bench-draws (exit $?): $(tail -1 "$OUT/bench-draws.txt")"
   bench_graph=(); [ "$GRAPH" = true ] && bench_graph=(--cuda-graph)
-  # --no-compile: torch.compile's warm-up took 88 s for one cell on an H100 (2026-11-28), the window's training runs without it
+  # --no-compile: torch.compile's warm-up took 88 s for one cell on an H100 (2026-11-27), the window's training runs without it
   timeout 170 $PY scripts/bench.py --device "$DEVICE" --quick --no-compile --no-eager-row --threads "$(nproc)" --pack-sizes 1 70 160 624 "${bench_graph[@]}" >"$OUT/bench.txt" 2>&1
   say "bench (exit $?): $(grep -E '^\| kanx' "$OUT/bench.txt" | tr '\n' ' ')"
   timeout 200 $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" --no-per-sweep \

@@ -125,11 +125,11 @@ def test_draws_on_cuda_are_the_cpu_draws(epoch):
 
     keys = draws.member_keys([0, 1, 7, 123456789])
     own = torch.tensor([[0, 1, 2, -1], [3, -1, 0, 1], [0, 1, 2, 3], [-1, -1, -1, -1]])
+    on_cpu = draws.at_epoch(draws.streams(keys), epoch)
+    on_gpu = draws.at_epoch(draws.streams(keys.to(CUDA)), torch.tensor(epoch, device=CUDA))
     for purpose in (draws.EGATE, draws.EXIT):
-        cpu = draws.noise(keys, epoch, purpose, 8, own)
-        gpu = draws.noise(keys.to(CUDA), torch.tensor(epoch, device=CUDA), purpose, 8, own.to(CUDA))
-        assert torch.equal(cpu, gpu.cpu())
-    assert torch.equal(draws.orders(keys, epoch, 1000), draws.orders(keys.to(CUDA), torch.tensor(epoch, device=CUDA), 1000).cpu())
+        assert torch.equal(draws.noise(on_cpu, purpose, 8, own), draws.noise(on_gpu, purpose, 8, own.to(CUDA)).cpu())
+    assert torch.equal(draws.orders(on_cpu, 1000), draws.orders(on_gpu, 1000).cpu())
 
 
 def test_a_packs_draws_on_cuda_are_its_draws_on_the_cpu():

@@ -23,14 +23,16 @@ def lowbias32(x: int) -> int:
 def test_the_mix_is_lowbias32_bit_for_bit_over_the_whole_word():
     words = np.random.default_rng(0).integers(0, 2**32, 5000, dtype=np.int64)
     words[:4] = [0, 1, 2**31, 2**32 - 1]
-    tensor = torch.from_numpy(words.astype(np.uint32).view(np.int32))
-    got = draws.mix32(tensor).numpy().view(np.uint32)
+    got = draws.mix32(torch.from_numpy(words))
     assert got.tolist() == [lowbias32(int(w)) for w in words]
 
 
+def epoch(seeds, e):
+    return draws.at_epoch(draws.streams(draws.member_keys(seeds)), e)
+
+
 def test_uniforms_lie_inside_the_unit_interval_and_look_uniform():
-    keys = draws.member_keys(range(50))
-    u = draws.noise(keys, 0, draws.EGATE, 8, torch.arange(100).expand(50, 100))
+    u = draws.noise(epoch(range(50), 0), draws.EGATE, 8, torch.arange(100).expand(50, 100))
     assert u.dtype == torch.float32 and 0 < u.min() and u.max() < 1
     counts = torch.histc(u, bins=20, min=0, max=1)
     expected = u.numel() / 20
@@ -38,20 +40,19 @@ def test_uniforms_lie_inside_the_unit_interval_and_look_uniform():
 
 
 def test_orders_are_permutations_that_change_with_seed_and_epoch():
-    keys = draws.member_keys([0, 1])
-    a, b = draws.orders(keys, 0, 300), draws.orders(keys, 1, 300)
+    a, b = draws.orders(epoch([0, 1], 0), 300), draws.orders(epoch([0, 1], 1), 300)
     assert torch.equal(a.sort(1).values, torch.arange(300).expand(2, 300))
     assert not torch.equal(a[0], a[1]) and not torch.equal(a[0], b[0])
-    assert torch.equal(a, draws.orders(keys, 0, 300))  # a function of its counter, nothing else
+    assert torch.equal(a, draws.orders(epoch([0, 1], 0), 300))  # a function of its counter, nothing else
 
 
 def test_purposes_epochs_and_steps_draw_apart():
-    keys = draws.member_keys([3])
     own = torch.arange(64).view(1, 64)
-    e0 = draws.noise(keys, 0, draws.EGATE, 2, own)
+    e0 = draws.noise(epoch([3], 0), draws.EGATE, 2, own)
     assert not torch.equal(e0[0], e0[1])
-    assert not torch.equal(e0, draws.noise(keys, 0, draws.EXIT, 2, own))
-    assert not torch.equal(e0, draws.noise(keys, 1, draws.EGATE, 2, own))
+    assert not torch.equal(e0, draws.noise(epoch([3], 0), draws.EXIT, 2, own))
+    assert not torch.equal(e0, draws.noise(epoch([3], 1), draws.EGATE, 2, own))
+    assert not torch.equal(e0, draws.noise(epoch([4], 0), draws.EGATE, 2, own))
 
 
 def test_a_member_draws_the_same_alone_and_in_packs_of_other_make_ups():
