@@ -14,7 +14,7 @@ from helpers import ROOT
 def window(tmp_path, out: str, phases: str) -> subprocess.CompletedProcess:
     env = os.environ | {
         "PYTHON": sys.executable, "KANX_WINDOW_WHEELS": "0", "KANX_WINDOW_DEVICE": "cpu", "KANX_WINDOW_SCALE": "smoke",
-        "KANX_WINDOW_TESTS": "0", "KANX_WINDOW_JOBS": "1", "KANX_WINDOW_BENCH_MIN": "100000", "KANX_WINDOW_PHASES": phases,
+        "KANX_WINDOW_TESTS": "0", "KANX_WINDOW_BENCH": "0", "KANX_WINDOW_JOBS": "1", "KANX_WINDOW_BENCH_MIN": "100000", "KANX_WINDOW_PHASES": phases,
         "KANX_WINDOW_RESULTS": str(tmp_path / "results"), "KANX_WINDOW_KEEP": str(tmp_path / "keep"), "OUT": str(tmp_path / out),
     }
     return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_window.sh"), "300"], env=env, capture_output=True, text=True, timeout=600)
