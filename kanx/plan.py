@@ -148,12 +148,14 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
     """Check every job, skip finished ones, cut packs across all of them and train them,
     in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
     the number of packs that failed (their runs hold `failed` records)."""
+    from kanx.manifest import write_manifests
     from kanx.runner import check_machine, make_packs, pending, prepare_jobs, train_pack
 
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
+    write_manifests(jobs)  # before any training: kanx.status counts what was launched
     print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) (group={group})", flush=True)
     if not packs:
         return 0

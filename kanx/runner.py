@@ -38,6 +38,7 @@ from kanx.curves import Curves, default_every
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.load import model_file, read_model_file
+from kanx.manifest import write_manifests
 from kanx.trainer import Trainer, describe_device, resolve_device
 from kanx.vocab import CONDITIONS
 
@@ -207,6 +208,7 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
         log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
+    write_manifests(jobs)  # before any training: kanx.status counts what was launched
     for pack in packs:
         train_pack(pack, checkpointer)
     return [records.read_state(Path(run_dir)).record for _, run_dir in configs]  # one per config, duplicates included

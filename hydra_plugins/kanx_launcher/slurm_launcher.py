@@ -311,6 +311,7 @@ class SlurmLauncher(Launcher):
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from kanx.errors import ConfigError, fail
+        from kanx.manifest import write_manifests
         from kanx.records import discard_if_empty
         from kanx.runner import make_packs, prepare_jobs
 
@@ -322,6 +323,10 @@ class SlurmLauncher(Launcher):
         except ConfigError as e:
             discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)
+        try:
+            write_manifests(prepared)  # before submitting: kanx.status counts what was launched
+        except OSError as e:  # kanx.errors.StorageError: the results folder cannot be written
+            fail(e, code=1)
         todo, busy = _left_to_submit(prepared)
         done = len(prepared) - len(todo) - len(busy)
         if done:
@@ -431,6 +436,7 @@ class SlurmLauncher(Launcher):
         unless wait=false. Returns the number of runs left without a record (0 with
         wait=false)."""
         from kanx.errors import ConfigError, fail
+        from kanx.manifest import write_manifests
         from kanx.runner import make_packs
 
         try:
@@ -438,6 +444,10 @@ class SlurmLauncher(Launcher):
             _check_tools()
         except ConfigError as e:
             fail(e)
+        try:
+            write_manifests(prepared)
+        except OSError as e:
+            fail(e, code=1)
         todo, busy = _left_to_submit(prepared)
         packs = make_packs(todo, self.params["pack_size"], group) if self.params["pack"] else [[j] for j in todo]
         log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} still queued; "
