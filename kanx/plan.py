@@ -214,8 +214,23 @@ def stop_on_signals() -> Checkpointer:
     return checkpointer
 
 
+def starting(pack, prefix: str) -> str:
+    """The line printed as a pack starts: what it trains, and, when the basis is compiled, that
+    the first epoch takes long (torch.compile's warm-up is about a minute on a CPU, during which
+    nothing else is printed; the README's quick try used to sit silent for 108 s)."""
+    t = pack[0].run.train
+    names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
+    epochs = f"epochs {pack[0].resume_epoch}-{t.epochs}" if pack[0].resume_epoch else f"{t.epochs} epochs"
+    line = f"{prefix} training a pack of {len(pack)} ({names}), {epochs}"
+    if t.compile:
+        line += "; the first epoch compiles the B-spline basis (torch.compile: about a minute; train.compile=false or +debug=quick skips it)"
+    return line
+
+
 def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer) -> int:
+    print(starting(pack, prefix), flush=True)
     start = time.perf_counter()
+
     train_pack(pack, checkpointer)
     states = [records.read_state(j.run_dir) for j in pack]
     failed = sum(s.record is not None and s.record.get("status") == "failed" for s in states)

@@ -202,6 +202,8 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
              checkpointer: Checkpointer | None = None) -> list[dict]:
     """Run every job (skipping finished ones) and return the records of all of them.
     ``checkpointer``: the signal handler's, pointed at each pack while it trains."""
+    from kanx.plan import starting
+
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     if len(todo) < len(jobs):
@@ -209,7 +211,8 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
     write_manifests(jobs)  # before any training: kanx.status counts what was launched
-    for pack in packs:
+    for i, pack in enumerate(packs, 1):
+        log.info(starting(pack, f"[{i}/{len(packs)}]"))  # within seconds of launch, not after the first (compiled) epoch
         train_pack(pack, checkpointer)
     return [records.read_state(Path(run_dir)).record for _, run_dir in configs]  # one per config, duplicates included
 

@@ -35,7 +35,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.kanx_launcher.packed_launcher import start_launch
+from hydra_plugins.kanx_launcher.packed_launcher import log_beside_multirun, start_launch
 from kanx import records
 
 log = logging.getLogger("kanx")
@@ -316,6 +316,7 @@ class SlurmLauncher(Launcher):
         from kanx.runner import make_packs, prepare_jobs
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
+        log_beside_multirun(self, jobs)
         try:
             sbatch = self._check_params()
             prepared = prepare_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs])
