@@ -92,8 +92,14 @@ def _protocol(job) -> dict:
 
 def _command() -> str:
     """The command line of this process, as the user could type it again."""
-    argv = list(sys.argv)
-    if argv and argv[0].endswith(".py") and Path(argv[0]).parent.name == "kanx":
-        argv[0] = f"python -m kanx.{Path(argv[0]).stem}"  # python -m kanx.train puts the module's file there
-        return " ".join([argv[0], *map(shlex.quote, argv[1:])])
-    return shlex.join(argv)
+    if not sys.argv or not sys.argv[0]:
+        return ""
+    first, rest = Path(sys.argv[0]), [shlex.quote(a) for a in sys.argv[1:]]
+    if first.name.startswith("kanx-"):  # a console script, by its name
+        return shlex.join([first.name, *sys.argv[1:]])
+    if first.suffix == ".py" and first.parent.name == "kanx":  # python -m kanx.train puts the module's file there
+        return " ".join([f"python -m kanx.{first.stem}", *rest])
+    if first.suffix == ".py":  # python scripts/reproduce.py
+        return " ".join(["python", shlex.quote(sys.argv[0]), *rest])
+    return shlex.join(sys.argv)
+

@@ -2,6 +2,7 @@
 train from any folder, with no checkout in sight."""
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -112,6 +113,9 @@ def test_installed_entry_points_run_a_sweep_outside_the_checkout(installed, tmp_
     assert [f.parent.name for f in found] == ["beta=0.1,seed=0", "beta=0.1,seed=1"], p.stdout + p.stderr
     assert all((f.parent / "done").exists() for f in found)
     assert "as packs" in p.stdout + p.stderr  # the wheel's hydra_plugins (the packing launcher) were found
+    record = json.loads(found[0].read_text())
+    version = ok([str(installed / "bin" / "python"), "-c", "import kanx; print(kanx.__version__)"], tmp_path).stdout.strip()
+    assert record["versions"]["kanx"] == version and record["git_commit"] and version.split("+g")[1].startswith(record["git_commit"][:7])  # the build
 
 
 @pytest.mark.slow
