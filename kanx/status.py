@@ -395,7 +395,6 @@ def collect(root: str | Path) -> list[Sweep]:
 
     for sweep in found:
         protocol = _protocol(sweep.records, sweep.multirun, sweep.runs, sweep.manifest)
-
         rate = _rate(sweep.records)
         if rate is None:  # the same dataset and condition elsewhere (another tag)
             rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition) for r in s.records)
