@@ -4,7 +4,25 @@ Implements Bagrow & Bongard, "Optimized Architectures for Kolmogorov-Arnold Netw
 ``kanx.load_run(run_dir)`` returns a finished run's record, config and trained model.
 """
 
-__version__ = "0.1.0"
+
+
+def _version() -> str:
+    """The version setuptools-scm derived from git when this kanx was built or installed
+    (pyproject.toml, tool.setuptools_scm): 0.1.devN+g<commit>, so a wheel names its commit."""
+    try:
+        from kanx._version import version  # written at build time, git-ignored
+
+        return version
+    except ImportError:  # a checkout on the path without an install
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("kanx")
+        except PackageNotFoundError:
+            return "0+unknown"
+
+
+__version__ = _version()
 
 
 _LAZY = ("load_run", "TrainedRun")

@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
+from kanx.cli import prog
 from kanx.errors import ConfigError
 from kanx.identity import ADDED_LATER, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.network import Condition, KANSpec
@@ -98,6 +99,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
     OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
+    OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)  # conf/hydra/help: the command as typed
 
 
 def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from kanx import records, vocab
+from kanx.cli import pipe_safe, prog
 from kanx.errors import fail
 
 
@@ -128,8 +129,9 @@ def _describe(result: Rescored) -> str:
     return "agrees" + (f"; missing from the record: {', '.join(result.missing)}" if result.missing else "")
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kanx.evaluate", description=__doc__.split("\n\n", 1)[0],
+    parser = argparse.ArgumentParser(prog=prog("kanx.evaluate"), description=__doc__.split("\n\n", 1)[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("root", type=Path, help="a results root, or one run folder")
     parser.add_argument("--add-missing", action="store_true", help="write metrics a record lacks into it (re-sealing the run)")

@@ -63,6 +63,7 @@ import numpy as np
 import sympy as sp
 import torch
 
+from kanx.cli import prog
 from kanx.errors import ConfigError, report
 from kanx.kan.network import GatedKAN
 from kanx.kan.spline import bspline_basis
@@ -778,7 +779,7 @@ PROG = "kanx.formula"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kanx.formula", description="Symbolic export of a trained run: one formula from its contributing edges.")
+    p = argparse.ArgumentParser(prog=prog("kanx.formula"), description="Symbolic export of a trained run: one formula from its contributing edges.")
     p.add_argument("run_dir", help="a finished run's directory (record.json, done, model.pt)")
     p.add_argument("--tolerance", type=float, default=None,
                    help="keep the formula within this RMSE of the network on the training inputs, in units of std(y_train): "

@@ -148,12 +148,14 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_si
     """Check every job, skip finished ones, cut packs across all of them and train them,
     in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
     the number of packs that failed (their runs hold `failed` records)."""
+    from kanx.manifest import write_manifests
     from kanx.runner import check_machine, make_packs, pending, prepare_jobs, train_pack
 
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
+    write_manifests(jobs)  # before any training: kanx.status counts what was launched
     print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) (group={group})", flush=True)
     if not packs:
         return 0
@@ -212,8 +214,23 @@ def stop_on_signals() -> Checkpointer:
     return checkpointer
 
 
+def starting(pack, prefix: str) -> str:
+    """The line printed as a pack starts: what it trains, and, when the basis is compiled, that
+    the first epoch takes long (torch.compile's warm-up is about a minute on a CPU, during which
+    nothing else is printed; the README's quick try used to sit silent for 108 s)."""
+    t = pack[0].run.train
+    names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
+    epochs = f"epochs {pack[0].resume_epoch}-{t.epochs}" if pack[0].resume_epoch else f"{t.epochs} epochs"
+    line = f"{prefix} training a pack of {len(pack)} ({names}), {epochs}"
+    if t.compile:
+        line += "; the first epoch compiles the B-spline basis (torch.compile: about a minute; train.compile=false or +debug=quick skips it)"
+    return line
+
+
 def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer) -> int:
+    print(starting(pack, prefix), flush=True)
     start = time.perf_counter()
+
     train_pack(pack, checkpointer)
     states = [records.read_state(j.run_dir) for j in pack]
     failed = sum(s.record is not None and s.record.get("status") == "failed" for s in states)

@@ -352,14 +352,30 @@ def versions() -> dict:
 
 @cache
 def git_commit() -> str | None:
-    """The commit of the kanx checkout that ran, with '-dirty' if it had local changes."""
+    """The commit of the kanx checkout that ran, with '-dirty' if it had local changes; for an
+    installed wheel (no checkout to ask), the commit its version names (build_commit)."""
+    import kanx
+
     root = Path(__file__).resolve().parents[1]
+    if not ((root / ".git").exists() and (root / "pyproject.toml").is_file()):
+        # Installed: site-packages may lie inside some other git repository (a project's .venv),
+        # whose commit is not kanx's.
+        return build_commit(kanx.__version__)
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return None
+        return build_commit(kanx.__version__)
+
+
+def build_commit(version: str) -> str | None:
+    """The (short) commit in a setuptools-scm version's local part, '-dirty' for a build from a
+    tree with uncommitted changes: '0.1.dev302+ge17e9df56.d20261127' -> 'e17e9df56-dirty'."""
+    import re
+
+    m = re.search(r"\+g([0-9a-f]{7,40})(\.d\d{8})?$", version)
+    return m[1] + ("-dirty" if m[2] else "") if m else None
 
 
 # What Hydra writes into a job or sweep folder before kanx sees the config: a folder that

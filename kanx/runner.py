@@ -38,6 +38,7 @@ from kanx.curves import Curves, default_every
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.load import model_file, read_model_file
+from kanx.manifest import write_manifests
 from kanx.trainer import Trainer, describe_device, resolve_device
 from kanx.vocab import CONDITIONS
 
@@ -201,13 +202,17 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
              checkpointer: Checkpointer | None = None) -> list[dict]:
     """Run every job (skipping finished ones) and return the records of all of them.
     ``checkpointer``: the signal handler's, pointed at each pack while it trains."""
+    from kanx.plan import starting
+
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     if len(todo) < len(jobs):
         log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
-    for pack in packs:
+    write_manifests(jobs)  # before any training: kanx.status counts what was launched
+    for i, pack in enumerate(packs, 1):
+        log.info(starting(pack, f"[{i}/{len(packs)}]"))  # within seconds of launch, not after the first (compiled) epoch
         train_pack(pack, checkpointer)
     return [records.read_state(Path(run_dir)).record for _, run_dir in configs]  # one per config, duplicates included
 

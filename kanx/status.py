@@ -19,20 +19,25 @@ counts once, as the first of these that fits:
 `--runs` says why a run is corrupt or its checkpoint bad; the table shows those two columns only
 where some run has them.
 
-Expected runs: the betas and seeds of the sweep's config. Read from the `multirun.yaml` Hydra
-writes into the sweep folder (the command line's beta=... seed=... or the config's sweep:
-the dataset's beta list for gated conditions, beta 0 for Baseline and F, seeds 0-9); without
-one, from the resolved config of a record in the folder (beta list, seeds 0-9); run folders
-found on disk always count. A multirun that swept other keys too (dataset=a,b) spreads over
-several folders, so its multirun.yaml says nothing about one folder: the records decide.
+Expected runs: what was launched. Every launch (a single run, a `-m` sweep on any launcher,
+`make reproduce-tables`) lists its runs in the sweep folder's `manifest.json` before training
+(kanx.manifest), so a single run expects 1 and a smoke pipeline the runs it launched. Beside
+it, the betas and seeds of the `multirun.yaml` Hydra writes into the sweep folder (the command
+line's beta=... seed=... or the config's sweep: the dataset's beta list for gated conditions,
+beta 0 for Baseline and F, seeds 0-9) count too: with launcher=basic each job adds itself to
+the manifest only when it starts. A folder with neither (results written before manifests,
+such as results/paper) expects what the resolved config of a record in it sweeps (beta list,
+seeds 0-9); run folders found on disk always count. A multirun that swept other keys too
+(dataset=a,b) spreads over several folders, so its multirun.yaml says nothing about one
+folder: its manifests do.
 
 ETA: the steps left (epochs left x batches per epoch, one pack of up to train.pack_size runs
 at a time, a checkpointed run from its epoch) at the median pack step rate of the sweep's
 records (timing.steps_per_s; else of the same dataset and condition elsewhere in the root;
 else, for a sweep still running, the rate of the stretch its checkpoints' last segment says
 the running process has trained so far), sweeps one after another. Epochs, batches per epoch
-and pack size come from a record, else the multirun.yaml, else a checkpoint's pack facts (a mixed
-pack's sweeps have no multirun.yaml). A pack spanning several sweeps counts once in the total.
+and pack size come from a record, else the manifest, else the multirun.yaml, else a checkpoint's
+pack facts. A pack spanning several sweeps counts once in the total.
 Failed runs count as left: the next invocation retries them.
 
 Reads only files; imports torch only to read a checkpoint (its epoch, last stretch and pack).
@@ -53,8 +58,10 @@ from pathlib import Path
 
 import yaml
 
+from kanx.cli import pipe_safe, prog
+from kanx.manifest import expected_runs, read_manifest
 from kanx.records import lock_is_live, read_state
-from kanx.vocab import CHECKPOINT, LOCK, RECORD, UNGATED, folder_tag  # UNGATED: no beta sweep, seeds only at beta 0
+from kanx.vocab import CHECKPOINT, LOCK, MANIFEST, RECORD, UNGATED, folder_tag  # UNGATED: no beta sweep, seeds only at beta 0
 
 MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")
@@ -88,13 +95,14 @@ class Sweep:
     condition: str
     tag: str
     runs: list[Run]
-    expected_from: str  # "multirun.yaml", "record config" or "runs on disk"
+    expected_from: str  # "manifest", "manifest+multirun.yaml", "multirun.yaml", "record config" or "runs on disk"
     eta_s: float | None = None
     pack_eta_s: dict = field(default_factory=dict, repr=False)  # pack id -> seconds left, for runs whose checkpoints name their pack
     other_eta_s: float | None = field(default=None, repr=False)  # seconds left for the rest of its runs
     counts: dict = field(default_factory=dict)
     records: list = field(default_factory=list, repr=False)  # the finished runs' records
     multirun: Path | None = field(default=None, repr=False)  # the multirun.yaml of its jobs
+    manifest: dict | None = field(default=None, repr=False)  # what was launched into it (kanx.manifest)
 
     def __post_init__(self) -> None:
         self.counts = {s: sum(r.state == s for r in self.runs) for s in STATES}
@@ -170,11 +178,11 @@ def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, f
 
 def find_sweeps(root: Path) -> dict[Path, list[Path]]:
     """Sweep folder -> its run folders (a folder named beta=..,seed=.., or holding a record,
-    checkpoint or lock); folders holding a multirun.yaml are sweeps even before any run."""
+    checkpoint or lock); folders holding a multirun.yaml or a manifest are sweeps even before any run."""
     sweeps: dict[Path, list[Path]] = {}
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
-        if MULTIRUN in files:
+        if MULTIRUN in files or MANIFEST in files:
             sweeps.setdefault(here, [])
         if here != root and (_RUN_DIR.fullmatch(here.name) or {RECORD, CHECKPOINT, LOCK} & set(files)):
             sweeps.setdefault(here.parent, []).append(here)
@@ -247,7 +255,12 @@ def multirun_plan(path: Path) -> Multirun | None:
     return Multirun(path, path.parent.parent / folder_tag(tag), tuple(betas), tuple(seeds))
 
 
-def expected_grid(plan: Multirun | None, records: list[dict]) -> tuple[set[tuple[float, int]], str]:
+def expected_grid(plan: Multirun | None, records: list[dict], manifest: dict | None = None) -> tuple[set[tuple[float, int]], str]:
+    """The (beta, seed) a sweep folder expects and where that comes from: what was launched
+    (the manifest, with the multirun.yaml's grid), else what a record's config sweeps."""
+    if manifest is not None:
+        grid = {(b, s) for b in plan.betas for s in plan.seeds} if plan is not None else set()
+        return expected_runs(manifest) | grid, "manifest" + (f"+{MULTIRUN}" if plan is not None else "")
     if plan is not None:
         return {(b, s) for b in plan.betas for s in plan.seeds}, MULTIRUN
     for record in records:
@@ -261,15 +274,20 @@ def expected_grid(plan: Multirun | None, records: list[dict]) -> tuple[set[tuple
 # ---------------------------------------------------------------------------- ETA
 
 
-def _protocol(records: list[dict], multirun: Path | None, runs: Iterable[Run] = ()) -> tuple[int, int, int] | None:
-    """(epochs, batches per epoch, pack size) from a record, else from the multirun.yaml, else from
-    a checkpoint's pack facts (a mixed pack's sweeps have neither before their first record)."""
+def _protocol(records: list[dict], multirun: Path | None, runs: Iterable[Run] = (), manifest: dict | None = None) -> tuple[int, int, int] | None:
+    """(epochs, batches per epoch, pack size) from a record, else from the manifest, else from the
+    multirun.yaml, else from a checkpoint's pack facts."""
     for record in records:
         train = (record.get("config") or {}).get("train") or {}
         try:
             return int(train["epochs"]), math.ceil(int(record["n_train"]) / int(train["batch_size"])), int(train.get("pack_size") or 70)
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue
+    try:
+        p = manifest["protocol"]
+        return int(p["epochs"]), int(p["batches"]), int(p["pack_size"])
+    except (KeyError, TypeError, ValueError):
+        pass
     try:
         cfg = yaml.safe_load(multirun.read_text())
         train = cfg["train"]
@@ -356,23 +374,27 @@ def collect(root: str | Path) -> list[Sweep]:
         parts = rel.split("/")
         dataset = str(records[0]["dataset"]) if records else (parts[-3] if len(parts) >= 3 else "?")
         condition = str(records[0]["condition"]) if records else (parts[-2] if len(parts) >= 2 else "?")
-        if not records and sweep_dir in plans:
+        manifest = read_manifest(sweep_dir)
+        if not records and manifest and manifest["runs"]:  # launched, nothing finished yet: the manifest names them
+            first = next(iter(manifest["runs"].values()))
+            dataset, condition = str(first.get("dataset", dataset)), str(first.get("condition", condition))
+        elif not records and sweep_dir in plans:
             try:
                 cfg = yaml.safe_load((plans[sweep_dir].source).read_text())
                 dataset, condition = str(cfg["dataset"]["name"]), str(cfg["condition"]["name"])
             except Exception:
                 pass
-        expected, source = expected_grid(plans.get(sweep_dir), records)
+        expected, source = expected_grid(plans.get(sweep_dir), records, manifest)
         if condition in UNGATED:
             expected = {(0.0, s) for _, s in expected}
         on_disk = {(r.beta, r.seed) for r in runs}
         runs += [Run(b, s, "missing") for b, s in sorted(expected - on_disk)]
         runs.sort(key=lambda r: (r.beta, r.seed))
         found.append(Sweep(rel, dataset, condition, sweep_dir.name, runs, source if expected else "runs on disk", records=records,
-                           multirun=plans[sweep_dir].source if sweep_dir in plans else None))
+                           multirun=plans[sweep_dir].source if sweep_dir in plans else None, manifest=manifest))
 
     for sweep in found:
-        protocol = _protocol(sweep.records, sweep.multirun, sweep.runs)
+        protocol = _protocol(sweep.records, sweep.multirun, sweep.runs, sweep.manifest)
         rate = _rate(sweep.records)
         if rate is None:  # the same dataset and condition elsewhere (another tag)
             rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition) for r in s.records)
@@ -472,15 +494,20 @@ def format_runs(sweeps: list[Sweep], root: Path) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kanx.status", description=__doc__.split("\n")[0].strip("`"))
+    # The module's docstring is the manual: its first paragraph as the description, the rest after the options.
+    head, rest = __doc__.split("\n\n", 1)
+    parser = argparse.ArgumentParser(prog=prog("kanx.status"), description=" ".join(head.split()), epilog=rest,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="the results_root of the sweeps (e.g. outputs)")
     parser.add_argument("--runs", action="store_true", help="also list every run that is not finished")
     parser.add_argument("--json", action="store_true", help="print the status as JSON instead of a table")
     return parser.parse_args(argv)
 
 
+@pipe_safe
 def main(argv=None) -> int:
     args = parse_args(argv)
+
     if not args.root.is_dir():
         print(f"error: {args.root} is not a folder", file=sys.stderr)
         return 2

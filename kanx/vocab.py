@@ -48,6 +48,8 @@ SCHEMA_VERSION = 1
 # resumable state while the run is unfinished.
 RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
 LOCK = "lock"  # held (host and pid inside) while a process trains the run
+# A sweep folder <dataset>/<condition>/<tag>: the runs every launch into it expects (kanx.manifest).
+MANIFEST = "manifest.json"
 METRICS = "metrics.csv"  # training curves (kanx.curves writes them, kanx.analyze --curves draws them)
 
 # The record's fields (record.json, schema SCHEMA_VERSION), written by kanx.runner and read by

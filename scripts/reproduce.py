@@ -6,8 +6,9 @@
 Each (dataset, condition) sweep is what `python -m kanx.train +condition=C dataset=D -m`
 would run, with the dataset's beta list and seeds 0-9 from conf/. With the packing launcher
 (the default) every sweep is composed in this process (kanx.plan) and packs are cut across
-sweeps: `--group all` (default) mixes conditions and datasets that share the protocol,
-`condition` mixes datasets only, `sweep` keeps one sweep per pack. `--jobs n` trains the
+sweeps by `--group`: `all` mixes conditions and datasets that share the protocol,
+`condition` mixes datasets only, `sweep` keeps one sweep per pack, and `auto` (the default)
+is `all` on a GPU and `condition` on a CPU. `--jobs n` trains the
 packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
 pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
 fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
@@ -121,7 +122,8 @@ def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=f"python {sys.argv[0]}" if sys.argv[0].endswith(".py") else None,  # as typed: python scripts/reproduce.py
+                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=["full", "smoke"], default="full")
     p.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
     p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME")

@@ -113,7 +113,7 @@ def test_a_mistyped_key_is_refused_by_the_cli_in_one_line_with_exit_2(tmp_path):
 
 def test_every_shipped_dataset_condition_and_launcher_composes_to_known_keys():
     """Nothing conf/ sets itself is refused: every dataset (csv given its file), every
-    condition, every launcher, and Hydra's own keys on the command line."""
+    condition, every launcher, every debug preset, and Hydra's own keys on the command line."""
     from kanx.confdir import conf_dir
 
     conf = conf_dir()
@@ -124,6 +124,8 @@ def test_every_shipped_dataset_condition_and_launcher_composes_to_known_keys():
         assert run_config_from(composed(f"+condition={condition}", "beta=0.0")).condition.name == ("Baseline" if condition == "baseline" else condition)
     for launcher in sorted(p.stem for p in (conf / "launcher").glob("*.yaml")):
         run_config_from(composed(f"launcher={launcher}", "hydra.job.chdir=false", "hydra.verbose=true", hydra=True))
+    for preset in sorted(p.stem for p in (conf / "debug").glob("*.yaml")):  # +debug=quick
+        run_config_from(composed(f"+debug={preset}", "+condition=EFX", hydra=True))
 
 
 def test_committed_records_pass_the_checks_and_keep_their_config_hash():

@@ -1,7 +1,10 @@
 """kanx as an installed package: the wheel carries conf/ as kanx.conf and its entry points
 train from any folder, with no checkout in sight."""
 
+import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +21,7 @@ except ImportError:  # Python 3.10
 
 # What the wheel is built from (pyproject.toml names them all): copied out of the checkout
 # so that the build's build/ and *.egg-info stay out of it.
-BUILD_INPUTS = ("pyproject.toml", "README.md", "conf", "kanx", "hydra_plugins")
+BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "conf", "kanx", "hydra_plugins")
 SWEEP = ["+condition=EFX", "beta=0.1", "seed=0,1", "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
 
 
@@ -34,7 +37,9 @@ def test_listed_packages_are_the_source_tree():
     # Every folder with Python in or below it (hydra_plugins is a namespace package: no __init__.py).
     parts = {p.parent.relative_to(ROOT).parts for top in ("kanx", "hydra_plugins") for p in (ROOT / top).rglob("*.py")}
     code = {".".join(q[:i]) for q in parts for i in range(1, len(q) + 1)}
-    groups = {f"kanx.conf.{d.name}" for d in (ROOT / "conf").iterdir() if d.is_dir() and any(d.glob("*.yaml")) and d.name != "local"}
+    # Every folder of YAML below conf/ (conf/hydra/help too), conf/local (site settings, git-ignored) apart.
+    folders = {p.parent.relative_to(ROOT / "conf").parts for p in (ROOT / "conf").rglob("*.yaml")} - {()}
+    groups = {"kanx.conf." + ".".join(parts) for parts in folders if parts[0] != "local"}
     assert set(setup["packages"]) == code | groups | {"kanx.conf"}
     assert all(setup["package-data"][g] == ["*.yaml"] for g in groups | {"kanx.conf"})
 
@@ -50,14 +55,9 @@ def installed(tmp_path_factory) -> Path:
     file. (`venv --system-site-packages` would see the base interpreter's, not this venv's;
     and a .pth line only adds the folder, so an editable kanx there is not activated.)"""
     tmp = tmp_path_factory.mktemp("install")
-    src = tmp / "src"
-    src.mkdir()
-    for name in BUILD_INPUTS:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "local"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
+    src = source_tree(tmp / "src")
     pip = [sys.executable, "-m", "pip"]
+    assert importlib.util.find_spec("setuptools_scm"), "setuptools-scm (the test extra) is missing: run make install"
     # --no-build-isolation: the installed setuptools (the `test` extra pins it) builds offline.
     ok([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp / "dist"), str(src)], tmp)
     wheel = next((tmp / "dist").glob("kanx-*.whl"))
@@ -68,6 +68,24 @@ def installed(tmp_path_factory) -> Path:
     Path(purelib, "kanx-test-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     ok([*pip, "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)], tmp)
     return venv
+
+
+def source_tree(src: Path) -> Path:
+    """The build inputs as this checkout has them, in a git repository of this checkout's HEAD
+    (a sparse clone holding only them), so that setuptools-scm derives the version from git as
+    in the checkout: uncommitted changes make it a .d<date> version, as they would here."""
+    if (ROOT / ".git").exists():
+        ok(["git", "clone", "-q", "--no-checkout", "--shared", str(ROOT), str(src)], ROOT)
+        ok(["git", "sparse-checkout", "set", "--no-cone", *(f"/{name}" + "/" * (ROOT / name).is_dir() for name in BUILD_INPUTS)], src)
+        ok(["git", "checkout", "-q"], src)
+    src.mkdir(exist_ok=True)
+    for name in BUILD_INPUTS:  # the working tree's copies, over the committed ones
+        if (ROOT / name).is_dir():
+            shutil.rmtree(src / name, ignore_errors=True)
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "local", "_version.py"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    return src
 
 
 def ok(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -95,3 +113,29 @@ def test_installed_entry_points_run_a_sweep_outside_the_checkout(installed, tmp_
     assert [f.parent.name for f in found] == ["beta=0.1,seed=0", "beta=0.1,seed=1"], p.stdout + p.stderr
     assert all((f.parent / "done").exists() for f in found)
     assert "as packs" in p.stdout + p.stderr  # the wheel's hydra_plugins (the packing launcher) were found
+    record = json.loads(found[0].read_text())
+    version = ok([str(installed / "bin" / "python"), "-c", "import kanx; print(kanx.__version__)"], tmp_path).stdout.strip()
+    assert record["versions"]["kanx"] == version and record["git_commit"] and version.split("+g")[1].startswith(record["git_commit"][:7])  # the build
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_shows_its_license_and_a_version_from_git_and_has_every_console_script(installed, tmp_path):
+    """`pip show kanx` of the wheel installed into a fresh venv outside the checkout: the license
+    and a version that setuptools-scm derived from this checkout's commit, which records name
+    (git_commit: no checkout to ask there); kanx-formula and kanx-status answer --help as themselves."""
+    python = str(installed / "bin" / "python")
+    show = ok([sys.executable, "-m", "pip", "--python", python, "show", "--verbose", "kanx"], tmp_path).stdout  # the venv has no pip of its own
+    fields = dict(line.split(": ", 1) for line in show.splitlines() if ": " in line)
+    assert (fields.get("License-Expression") or fields.get("License")) == "MIT" and "The kanx authors" in fields["Author"], show  # pip < 24.1: License
+    assert "Programming Language :: Python :: 3" in show and "https://arxiv.org/abs/2512.12448" in show
+    head = ok(["git", "rev-parse", "HEAD"], ROOT).stdout.strip()
+    m = re.fullmatch(r"\d+(\.\d+)*(\.dev\d+)?\+g(?P<sha>[0-9a-f]{7,})(\.d\d{8})?", fields["Version"])
+    assert m and head.startswith(m["sha"]), (fields["Version"], head)
+    probe = "import kanx, kanx.records as r; print(kanx.__version__); print(r.git_commit())"
+    version, commit = ok([python, "-c", probe], tmp_path).stdout.split()
+    assert version == fields["Version"] and commit.removesuffix("-dirty") == m["sha"]
+    assert (installed / "bin" / "kanx-formula").exists()
+    for script in ("kanx-formula", "kanx-status"):
+        usage = ok([str(installed / "bin" / script), "--help"], tmp_path).stdout
+        assert usage.startswith(f"usage: {script} "), usage
+    assert ok([str(installed / "bin" / "kanx-train"), "--help"], tmp_path).stdout.startswith("usage: kanx-train ")

@@ -132,7 +132,7 @@ def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
     sweeps = collect(tmp_path)
     assert [s.path for s in sweeps] == [sweep.relative_to(tmp_path).as_posix()]  # not the yaml-only ...=false folder
     s = sweeps[0]
-    assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "multirun.yaml")
+    assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "manifest+multirun.yaml")
     assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "corrupt": 0, "checkpointed": 1, "bad checkpoint": 0,
                         "missing": 1}
     assert s.eta_s is not None and s.eta_s > 0  # from the records' own step rate
@@ -140,8 +140,8 @@ def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
 
 def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(tmp_path, monkeypatch):
     """A pack spanning two sweeps (E and Baseline), stopped at its epoch-6 checkpoint: its
-    sweeps have no record and no multirun.yaml, so the protocol comes from the checkpoints' pack
-    facts; while it runs (lock held) each sweep's ETA is the pack's time left, and the total
+    sweeps have no record and no multirun.yaml, only the manifest of what was launched, and the
+    pack's time left comes from the checkpoints' pack facts; while it runs (lock held) each sweep's ETA is the pack's time left, and the total
     counts the pack once, not once per sweep."""
     from helpers import TOY, run_until_interrupted
 
@@ -159,7 +159,7 @@ def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(
     assert sorted(s.condition for s in sweeps) == ["Baseline", "E"]
     batches = 128 // 32
     for s in sweeps:
-        assert s.counts["running"] == len(s.runs) and s.expected_from == "runs on disk"
+        assert s.counts["running"] == len(s.runs) and s.expected_from == "manifest"
         assert s.eta_s is not None and s.eta_s > 0
         rate = (6 * batches) / next(r.stretch[1] for r in s.runs)  # the pack's own pace: 6 epochs in its stretch's seconds
         assert s.eta_s == pytest.approx((20 - 6) * batches / rate, rel=1e-6)

@@ -57,6 +57,28 @@ def compose_jobs(launcher: Launcher, job_overrides: Sequence[Sequence[str]], ini
     return jobs
 
 
+def log_beside_multirun(launcher: Launcher, jobs: list) -> Path:
+    """Log the sweep as a single run logs (Hydra's hydra.job_logging: the same line format on the
+    console, and the same lines in a file), the file being <job name>.log beside multirun.yaml in
+    the sweep folder; a sweep over +condition, whose primary folder holds no run and is removed,
+    keeps it in its first job's sweep folder. Returns the file."""
+    from omegaconf import OmegaConf
+
+    hydra = launcher.config.hydra
+    folder = Path(str(hydra.sweep.dir))
+    if not folder.is_dir() and jobs:
+        folder = Path(jobs[0][1]).parent
+    path = folder / f"{hydra.job.name}.log"
+    conf = OmegaConf.to_container(hydra.job_logging, resolve=False) if hydra.get("job_logging") is not None else None
+    if conf and conf.get("handlers"):
+        for handler in conf["handlers"].values():
+            if "filename" in handler:  # a single run's ${hydra.runtime.output_dir}/${hydra.job.name}.log
+                handler["filename"] = str(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        configure_log(OmegaConf.create(conf), hydra.verbose)
+    return path
+
+
 def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """What every kanx launcher does first: Hydra's globals and logging, kanx's resolvers,
     refuse an empty sweep, then compose every job (keeping Hydra's singletons as they were)."""
@@ -91,7 +113,6 @@ class PackedLauncher(Launcher):
         from kanx.runner import run_command
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
-        log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         # Swept over +condition, the primary config's sweep folder (Baseline's) holds only
         # Hydra's multirun.yaml, and no job runs in its condition. (A folder that differs from
         # its jobs' only in how Hydra spells a value, ...=false beside ...=False, is where
@@ -99,8 +120,10 @@ class PackedLauncher(Launcher):
         primary = Path(str(self.config.hydra.sweep.dir))
         if not any(Path(run_dir).resolve().is_relative_to(primary.parent.resolve()) for _, run_dir, _ in jobs):
             discard_if_empty(primary, self.config.get("results_root"))
+        folder = log_beside_multirun(self, jobs).parent  # what bad input removes again, if nothing else is there
+        log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         # Ctrl-C or SIGTERM checkpoint the pack in training; bad input and failed runs stop in one line
-        records = run_command([(cfg, run_dir) for cfg, run_dir, _ in jobs], primary, self.config.get("results_root"),
+        records = run_command([(cfg, run_dir) for cfg, run_dir, _ in jobs], folder, self.config.get("results_root"),
                               pack_size=self.pack_size, group=self.group)
         returns = []
         for (cfg, run_dir, overrides), record in zip(jobs, records, strict=True):

@@ -35,7 +35,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.kanx_launcher.packed_launcher import start_launch
+from hydra_plugins.kanx_launcher.packed_launcher import log_beside_multirun, start_launch
 from kanx import records
 
 log = logging.getLogger("kanx")
@@ -311,10 +311,12 @@ class SlurmLauncher(Launcher):
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from kanx.errors import ConfigError, fail
+        from kanx.manifest import write_manifests
         from kanx.records import discard_if_empty
         from kanx.runner import make_packs, prepare_jobs
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
+        log_beside_multirun(self, jobs)
         try:
             sbatch = self._check_params()
             prepared = prepare_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs])
@@ -322,6 +324,10 @@ class SlurmLauncher(Launcher):
         except ConfigError as e:
             discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
             fail(e)
+        try:
+            write_manifests(prepared)  # before submitting: kanx.status counts what was launched
+        except OSError as e:  # kanx.errors.StorageError: the results folder cannot be written
+            fail(e, code=1)
         todo, busy = _left_to_submit(prepared)
         done = len(prepared) - len(todo) - len(busy)
         if done:
@@ -431,6 +437,7 @@ class SlurmLauncher(Launcher):
         unless wait=false. Returns the number of runs left without a record (0 with
         wait=false)."""
         from kanx.errors import ConfigError, fail
+        from kanx.manifest import write_manifests
         from kanx.runner import make_packs
 
         try:
@@ -438,6 +445,10 @@ class SlurmLauncher(Launcher):
             _check_tools()
         except ConfigError as e:
             fail(e)
+        try:
+            write_manifests(prepared)
+        except OSError as e:
+            fail(e, code=1)
         todo, busy = _left_to_submit(prepared)
         packs = make_packs(todo, self.params["pack_size"], group) if self.params["pack"] else [[j] for j in todo]
         log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} still queued; "

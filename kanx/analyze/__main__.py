@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from kanx.cli import prog
+
 from .collect import load_runs
 from .curves import curve_figures
 from .labels import group_label
@@ -56,7 +58,7 @@ def _horizon(text: str) -> int | str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kanx.analyze", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog("kanx.analyze"), description=__doc__.split("\n")[0])
     parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="folder searched for */record.json")
     parser.add_argument("--out", type=Path, help="output folder (default: RESULTS_ROOT)")
     parser.add_argument("--formats", default="png,pdf", help="figure formats, comma-separated (default: png,pdf)")

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kanx.cli import prog
 from kanx.errors import ConfigError, report
 from kanx.load import load_finished_run
 
@@ -14,7 +15,7 @@ from .render import FORMATS, draw_run, save
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kanx.draw", description="Draw a trained gated KAN (the paper's Fig. 1 style).")
+    p = argparse.ArgumentParser(prog=prog("kanx.draw"), description="Draw a trained gated KAN (the paper's Fig. 1 style).")
     p.add_argument("run_dir", help="a finished run's directory (record.json, done, model.pt)")
     p.add_argument("--out", help="output file stem (default: RUN_DIR/drawing)")
     p.add_argument("--formats", default=",".join(FORMATS), help="comma-separated, from png,pdf,svg (default: all three)")

@@ -1,0 +1,105 @@
+"""The sweep manifest: what was launched into a sweep folder, so kanx.status counts what a
+command expects instead of guessing it.
+
+Every launch path (a single run, a packed or basic `-m` sweep, a SLURM sweep,
+`make reproduce-tables`) checks its jobs and then, before any training, calls
+``write_manifests``: each sweep folder <dataset>/<condition>/<tag> its runs go to gets a
+`manifest.json` listing them (folder name, beta, seed, dataset, condition, config hash),
+the protocol kanx.status times them with (epochs, batches per epoch, pack size) and the
+commands that added runs. A later launch into the same folder adds its runs to the list
+(a second `seed=2,3` after `seed=0,1` expects four); a launch that adds nothing (the same
+command again, a SLURM task of a submitted sweep) leaves the file as it is. Written
+atomically (kanx.records.atomic_write_bytes): a reader sees the old list or the new one.
+
+Torch-free: kanx.status reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from kanx.vocab import MANIFEST
+
+FORMAT = 1
+KEEP_LAUNCHES = 20  # the newest commands kept: enough to see how a folder was filled, never a growing log
+
+
+def read_manifest(sweep_dir: Path) -> dict | None:
+    """The manifest of a sweep folder, or None where there is none or it cannot be used (a
+    damaged file is ignored: kanx.status then expects what it did before manifests)."""
+    try:
+        data = json.loads((Path(sweep_dir) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+        return None
+    return data
+
+
+def expected_runs(manifest: dict) -> set[tuple[float, int]]:
+    """(beta, seed) of every run a manifest lists, beta as kanx.status compares it."""
+    out = set()
+    for entry in manifest["runs"].values():
+        try:
+            out.add((float(f"{float(entry['beta']):.12g}"), int(entry["seed"])))
+        except (KeyError, TypeError, ValueError):
+            continue  # an entry it cannot read names no run
+    return out
+
+
+def write_manifests(jobs: Iterable) -> list[Path]:
+    """Add checked jobs (kanx.runner.Job) to the manifests of their sweep folders. Returns the
+    manifests written (those that gained or changed a run). Raises StorageError."""
+    by_folder: dict[Path, list] = {}
+    for job in jobs:
+        by_folder.setdefault(Path(job.run_dir).parent, []).append(job)
+    return [path for folder, mine in by_folder.items() if (path := _add(folder, mine)) is not None]
+
+
+def _add(folder: Path, jobs: list) -> Path | None:
+    from kanx.records import atomic_write_bytes
+
+    old = read_manifest(folder) or {}
+    runs = dict(old.get("runs") or {})
+    new = {Path(job.run_dir).name: _entry(job) for job in jobs}
+    if all(runs.get(name) == entry for name, entry in new.items()):
+        return None  # nothing new: keep the file (and its launch list) as it is
+    runs.update(new)
+    launches = [*(old.get("launches") or []), {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": _command(), "runs": len(new)}]
+    manifest = {"format": FORMAT, "runs": dict(sorted(runs.items())), "protocol": _protocol(jobs[0]), "launches": launches[-KEEP_LAUNCHES:]}
+    path = folder / MANIFEST
+    atomic_write_bytes(path, (json.dumps(manifest, indent=1) + "\n").encode())
+    return path
+
+
+def _entry(job) -> dict:
+    return {"beta": job.run.beta, "seed": job.run.seed, "dataset": job.run.data.name, "condition": job.run.condition.name,
+            "config_hash": job.config_hash}
+
+
+def _protocol(job) -> dict:
+    """What kanx.status needs to time the folder's runs before any has a record."""
+    t, n_train = job.run.train, (job.container.get("dataset") or {}).get("n_train")
+    batches = math.ceil(n_train / t.batch_size) if isinstance(n_train, int) and n_train > 0 else None
+    return {"epochs": t.epochs, "batches": batches, "pack_size": t.pack_size}
+
+
+def _command() -> str:
+    """The command line of this process, as the user could type it again."""
+    if not sys.argv or not sys.argv[0]:
+        return ""
+    first, rest = Path(sys.argv[0]), [shlex.quote(a) for a in sys.argv[1:]]
+    if first.name.startswith("kanx-"):  # a console script, by its name
+        return shlex.join([first.name, *sys.argv[1:]])
+    if first.suffix == ".py" and first.parent.name == "kanx":  # python -m kanx.train puts the module's file there
+        return " ".join([f"python -m kanx.{first.stem}", *rest])
+    if first.suffix == ".py":  # python scripts/reproduce.py
+        return " ".join(["python", shlex.quote(sys.argv[0]), *rest])
+    return shlex.join(sys.argv)
+

@@ -1,0 +1,64 @@
+"""Quick tries (issue #37): `+debug=quick` shortens epochs and both warmups together and turns
+compile off; a pack says what it trains as it starts (and that its first epoch compiles); a
+packed sweep keeps its console log beside multirun.yaml, in a single run's log format."""
+
+import re
+from types import SimpleNamespace
+
+import pytest
+from helpers import TOY, cli, composed
+
+from kanx.confdir import conf_dir
+from kanx.config import run_config_from
+from kanx.plan import starting
+
+LOG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[kanx\]\[(INFO|WARNING|ERROR)\] - \S")
+DATASETS = sorted(p.stem for p in (conf_dir() / "dataset").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_quick_preset_shortens_epochs_and_both_warmups_and_turns_compile_off_on_every_dataset(dataset):
+    csv = ["dataset.path=table.csv", "dataset.target=y"] if dataset == "csv" else []
+    full = run_config_from(composed(f"dataset={dataset}", "+condition=EFX", *csv)).train
+    quick = run_config_from(composed(f"dataset={dataset}", "+condition=EFX", "+debug=quick", *csv)).train  # known keys only
+    assert quick.epochs < full.epochs and quick.compile is False and full.compile is True
+    assert 0 < quick.fc_warmup < quick.warmup < quick.epochs  # both warmups inside the run, in the paper's order
+
+
+def test_the_command_line_wins_over_the_quick_preset():
+    assert composed("+debug=quick", "train.epochs=50").train.epochs == 50
+
+
+def pack(compile: bool, resume_epoch: int = 0) -> list:
+    run = SimpleNamespace(train=SimpleNamespace(epochs=3000, compile=compile), data=SimpleNamespace(name="sin_xy2"), condition=SimpleNamespace(name="EFX"))
+    return [SimpleNamespace(run=run, resume_epoch=resume_epoch)] * 2
+
+
+def test_a_pack_announces_itself_and_says_when_its_first_epoch_compiles():
+    assert starting(pack(True), "[1/3]") == ("[1/3] training a pack of 2 (sin_xy2: EFX), 3000 epochs; the first epoch compiles the B-spline basis "
+                                             "(torch.compile: about a minute; train.compile=false or +debug=quick skips it)")
+    assert starting(pack(False, resume_epoch=500), "[2/3]") == "[2/3] training a pack of 2 (sin_xy2: EFX), epochs 500-3000"
+
+
+def test_a_packed_sweep_keeps_its_console_log_beside_multirun_yaml_in_a_single_runs_format(tmp_path):
+    p = cli("+condition=E", f"results_root={tmp_path / 'sweep'}", "beta=0.0,0.1", "seed=0", "+debug=quick", *TOY, "-m")
+    (multirun,) = (tmp_path / "sweep").rglob("multirun.yaml")
+    log = (multirun.parent / "train.log").read_text().splitlines()
+    assert log and all(LOG_LINE.match(line) for line in log), log
+    assert [line for line in log if "training a pack of 2 (sin_xy2: E), 20 epochs" in line], log  # the quick preset's 20 epochs
+    assert sum(line.startswith("[ok] sin_xy2 E") or " - [ok] sin_xy2 E" in line for line in log) == 2
+    assert [line for line in p.stdout.splitlines() if " - [ok] " in line] == [line for line in log if " - [ok] " in line]  # what the console showed
+
+    single = cli(f"results_root={tmp_path / 'single'}", "+debug=quick", *TOY)
+    (run_log,) = (tmp_path / "single").rglob("train.log")
+    lines = run_log.read_text().splitlines()
+    assert lines and all(LOG_LINE.match(line) for line in lines), lines
+    assert [line for line in single.stdout.splitlines() if " - [ok] " in line] == [line for line in lines if " - [ok] " in line]
+
+
+def test_a_sweep_over_conditions_refused_for_bad_input_leaves_no_log_behind(tmp_path):
+    """Its log goes to the first job's sweep folder (the primary one, Baseline's, holds no run):
+    bad input removes that folder again, as it removes Hydra's multirun.yaml."""
+    p = cli("+condition=X,FX", f"results_root={tmp_path}", "train.lr=abc", "+debug=quick", *TOY, "-m", check=False)
+    assert p.returncode == 2 and "train.lr='abc' must be a number" in p.stderr
+    assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
