@@ -49,6 +49,11 @@ SCHEMA_VERSION = 1
 RECORD, DONE, MODEL, CHECKPOINT = "record.json", "done", "model.pt", "checkpoint.pt"
 LOCK = "lock"  # held (host and pid inside) while a process trains the run
 METRICS = "metrics.csv"  # training curves (kanx.curves writes them, kanx.analyze --curves draws them)
+# A finished run's curve, gzipped (mtime 0: the same rows give the same bytes); the plain file is
+# the live one while a run trains and in a checkpointed, unfinished run. kanx.records.curve_path
+# says which of the two a run has.
+METRICS_GZ = METRICS + ".gz"
+CURVES: tuple[str, ...] = (METRICS, METRICS_GZ)
 
 # The record's fields (record.json, schema SCHEMA_VERSION), written by kanx.runner and read by
 # kanx.analyze.collect; tests/test_vocab.py checks a real record against them.
