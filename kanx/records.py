@@ -215,11 +215,14 @@ def compress_curves(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
     (``python -m kanx.records compress-curves ROOT``): each run with a done marker and a plain
     metrics.csv gets metrics.csv.gz, its marker the new file's checksum in place of the old one,
     and loses the plain file, in that order (a stop between leaves both, alike, and a second
-    call finishes the run). Only where the marker vouches for the run: it holds the checksums
-    of record.json and metrics.csv and every file it lists verifies; any other run is left as it
-    is. The marker keeps its modification time (kanx.analyze.collect orders duplicates by it).
-    Idempotent. Returns the run folders converted and those left, with why."""
-    converted, left = [], []
+    call finishes the run). Only where the marker vouches for the run: it holds the checksum of
+    record.json and every file it lists verifies; any other run is left as it is. A marker
+    written before curves were checksummed (it lists no curve) vouched for nothing of the curve,
+    so it vouches for nothing of the .gz either: that curve is compressed and stays unchecked,
+    as it was read before, and the marker is not touched. A marker keeps its modification time
+    (kanx.analyze.collect orders duplicates by it). Idempotent. Returns the run folders
+    converted (those of them whose marker lists no curve: ``unchecked``) and those left, with why."""
+    converted, left, unchecked = [], [], []
     for done in sorted(Path(root).rglob(DONE)):
         run_dir = done.parent
         plain, gz = run_dir / METRICS, run_dir / METRICS_GZ
@@ -239,8 +242,6 @@ def compress_curves(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
             else:
                 left.append((run_dir, f"{plain} differs from the {gz.name} its done marker vouches for"))
             continue
-        if problem is None and METRICS not in sums:
-            problem = f"{done} holds no checksum of {plain.name}, so nothing vouches for it"
         if problem is not None:
             left.append((run_dir, problem))
             continue
@@ -249,14 +250,17 @@ def compress_curves(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
         if gzip.decompress(gz.read_bytes()) != data:  # read back before the only other copy goes
             gz.unlink()
             raise StorageError(0, "compressed curve reads back different", str(gz))
-        del sums[METRICS]
-        sums[METRICS_GZ] = sha256_of(gz)
-        stamp = done.stat()
-        atomic_write_bytes(done, json.dumps(marker).encode())
-        os.utime(done, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        if METRICS in sums:
+            del sums[METRICS]
+            sums[METRICS_GZ] = sha256_of(gz)
+            stamp = done.stat()
+            atomic_write_bytes(done, json.dumps(marker).encode())
+            os.utime(done, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        else:
+            unchecked.append(run_dir)
         plain.unlink()
         converted.append(run_dir)
-    return converted, left
+    return converted, left, unchecked
 
 
 def main(argv=None) -> int:
@@ -273,8 +277,9 @@ def main(argv=None) -> int:
     if not a.root.is_dir():
         p.error(f"root {a.root} is not a folder")
     if a.command == "compress-curves":
-        converted, left = compress_curves(a.root)
+        converted, left, unchecked = compress_curves(a.root)
         print(f"compressed the training curves of {len(converted)} finished run(s) under {a.root} (metrics.csv -> {METRICS_GZ})"
+              + (f", {len(unchecked)} of them unchecked as before (their done marker predates curve checksums)" if unchecked else "")
               + (f"; left {len(left)} whose done marker does not vouch for them:" if left else ""))
         for run_dir, why in left:
             print(f"  {run_dir}: {why}")
