@@ -84,7 +84,7 @@ class TrainedRun:
 
     @property
     def history(self):
-        """The run's training curves (metrics.csv, kanx.curves) as a DataFrame; None without one,
+        """The run's training curves (metrics.csv, or metrics.csv.gz once finished; kanx.curves) as a DataFrame; None without one,
         kanx.history.CurveError (a ValueError) naming the file if it is damaged."""
         from kanx.history import read_history
 

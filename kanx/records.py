@@ -6,11 +6,14 @@ A run directory holds
     done             marker written last: a record without it is incomplete
     model.pt         final model state of the run (torch), for kanx.load_run
     checkpoint.pt    latest resumable state while the run is unfinished (removed at the end)
+    metrics.csv      the training curve while the run trains (kanx.curves), and in a checkpointed run
+    metrics.csv.gz   the training curve of a finished run (compress_curve; curve_path finds either)
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import math
 import os
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from kanx.errors import StorageError
 from kanx.hashing import sha256_of
-from kanx.vocab import CHECKPOINT, DONE, LOCK, METRICS, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
+from kanx.vocab import CHECKPOINT, CURVES, DONE, LOCK, METRICS, METRICS_GZ, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
 
 
 def finite_or_none(value):
@@ -86,6 +89,37 @@ def remove_half_written(run_dir: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def curve_path(run_dir: Path) -> Path | None:
+    """Where a run's training curve is, or None where it has none: the plain metrics.csv where
+    there is one (the live file of a run in training or a checkpointed one: a stale .gz beside
+    it is an earlier finish of a run trained again), else metrics.csv.gz (a finished run's). The
+    one answer every reader and writer of curves asks."""
+    for name in CURVES:
+        path = Path(run_dir) / name
+        if path.is_file():
+            return path
+    return None
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """``data`` gzipped with no time stamp or file name in the header: the same rows, the same bytes."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def compress_curve(run_dir: Path) -> Path | None:
+    """Store a finishing run's curve compressed: metrics.csv -> metrics.csv.gz (written
+    atomically), then the plain file removed. Call it before the run is sealed, so its done
+    marker vouches for the .gz. A stop between the two leaves both, alike (readers take the
+    plain one). Returns the curve's path (None: the run has none)."""
+    run_dir = Path(run_dir)
+    plain = run_dir / METRICS
+    if not plain.is_file():
+        return curve_path(run_dir)
+    atomic_write_bytes(run_dir / METRICS_GZ, gzip_bytes(plain.read_bytes()))
+    plain.unlink()
+    return run_dir / METRICS_GZ
+
+
 def write_record(run_dir: Path, record: dict) -> Path:
     """Write record.json atomically, then the done marker, which holds the sha256 of the
     record and (for a run that trained) of model.pt: a file changed or cut short on a
@@ -105,8 +139,9 @@ def seal(run_dir: Path, with_model: bool = True) -> None:
     sums = {RECORD: sha256_of(run_dir / RECORD)}
     if with_model and (run_dir / MODEL).exists():
         sums[MODEL] = sha256_of(run_dir / MODEL)
-    if (run_dir / METRICS).exists():
-        sums[METRICS] = sha256_of(run_dir / METRICS)
+    curve = curve_path(run_dir)
+    if curve is not None:
+        sums[curve.name] = sha256_of(curve)
     atomic_write_bytes(run_dir / DONE, json.dumps({"sha256": sums}).encode())
 
 
@@ -116,12 +151,12 @@ def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -
     marker without the record's checksum (an empty one, from before checksums) vouches for
     nothing (unsealed); one from before it listed a file vouches for nothing of that file.
 
-    A missing model.pt or metrics.csv is no problem: weights are not kept in git (``*.pt`` is
+    A missing model.pt or curve (metrics.csv or metrics.csv.gz) is no problem: weights are not kept in git (``*.pt`` is
     ignored), so a clone of committed results holds records without weights, and the tables need
     only the records; load_run and kanx.draw say the weights are absent; curves are set aside
     while a GPU window runs (scripts/gpu_stash.sh). A file that is there must match.
 
-    The training curve is checked only when asked for (``files=(METRICS,)``, as its readers do):
+    The training curve is checked only when asked for (``files=CURVES``, as its readers do):
     a damaged curve costs the curve, never the run, whose record still counts and is not
     trained again."""
     try:
@@ -136,7 +171,7 @@ def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -
             continue
         path = Path(run_dir) / name
         if not path.is_file():
-            if name in (MODEL, METRICS):
+            if name in (MODEL, *CURVES):
                 continue
             return f"{path} is missing (its done marker lists it)"
         if sha256_of(path) != expected:
@@ -175,17 +210,80 @@ def seal_legacy(root: Path) -> tuple[list[Path], list[Path]]:
     return sealed, left
 
 
+def compress_curves(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Store the curves of the finished runs below ``root`` compressed, as runs now finish
+    (``python -m kanx.records compress-curves ROOT``): each run with a done marker and a plain
+    metrics.csv gets metrics.csv.gz, its marker the new file's checksum in place of the old one,
+    and loses the plain file, in that order (a stop between leaves both, alike, and a second
+    call finishes the run). Only where the marker vouches for the run: it holds the checksum of
+    record.json and every file it lists verifies; any other run is left as it is. A marker
+    written before curves were checksummed (it lists no curve) vouched for nothing of the curve,
+    so it vouches for nothing of the .gz either: that curve is compressed and stays unchecked,
+    as it was read before, and the marker is not touched. A marker keeps its modification time
+    (kanx.analyze.collect orders duplicates by it). Idempotent. Returns the run folders
+    converted (those of them whose marker lists no curve: ``unchecked``) and those left, with why."""
+    converted, left, unchecked = [], [], []
+    for done in sorted(Path(root).rglob(DONE)):
+        run_dir = done.parent
+        plain, gz = run_dir / METRICS, run_dir / METRICS_GZ
+        if not done.is_file() or not (run_dir / RECORD).is_file() or not plain.is_file():
+            continue  # not a finished run, or no plain curve (none, or compressed already)
+        problem = integrity_problem(run_dir, files=(RECORD, MODEL, *CURVES))
+        try:
+            marker = json.loads(done.read_text())
+            sums = marker["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            marker, sums = None, {}
+        if problem is None and marker is not None and METRICS not in sums and METRICS_GZ in sums and gz.is_file():
+            # converted before, stopped before the plain file went: it goes if it is the same curve
+            if gzip.decompress(gz.read_bytes()) == plain.read_bytes():
+                plain.unlink()
+                converted.append(run_dir)
+            else:
+                left.append((run_dir, f"{plain} differs from the {gz.name} its done marker vouches for"))
+            continue
+        if problem is not None:
+            left.append((run_dir, problem))
+            continue
+        data = plain.read_bytes()
+        atomic_write_bytes(gz, gzip_bytes(data))
+        if gzip.decompress(gz.read_bytes()) != data:  # read back before the only other copy goes
+            gz.unlink()
+            raise StorageError(0, "compressed curve reads back different", str(gz))
+        if METRICS in sums:
+            del sums[METRICS]
+            sums[METRICS_GZ] = sha256_of(gz)
+            stamp = done.stat()
+            atomic_write_bytes(done, json.dumps(marker).encode())
+            os.utime(done, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        else:
+            unchecked.append(run_dir)
+        plain.unlink()
+        converted.append(run_dir)
+    return converted, left, unchecked
+
+
 def main(argv=None) -> int:
     """python -m kanx.records seal-legacy ROOT: seal the records below ROOT whose done marker is
-    empty, as they are now (see ``seal_legacy``)."""
+    empty, as they are now (see ``seal_legacy``). python -m kanx.records compress-curves ROOT:
+    store the curves of the finished runs below ROOT as metrics.csv.gz (see ``compress_curves``);
+    exit status 1 where a run was left as it is (each is named)."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m kanx.records", description=main.__doc__)
-    p.add_argument("command", choices=["seal-legacy"])
+    p.add_argument("command", choices=["seal-legacy", "compress-curves"])
     p.add_argument("root", type=Path)
     a = p.parse_args(argv)
     if not a.root.is_dir():
         p.error(f"root {a.root} is not a folder")
+    if a.command == "compress-curves":
+        converted, left, unchecked = compress_curves(a.root)
+        print(f"compressed the training curves of {len(converted)} finished run(s) under {a.root} (metrics.csv -> {METRICS_GZ})"
+              + (f", {len(unchecked)} of them unchecked as before (their done marker predates curve checksums)" if unchecked else "")
+              + (f"; left {len(left)} whose done marker does not vouch for them:" if left else ""))
+        for run_dir, why in left:
+            print(f"  {run_dir}: {why}")
+        return 1 if left else 0
     sealed, left = seal_legacy(a.root)
     with_model = sum(MODEL in json.loads((d / DONE).read_text())["sha256"] for d in sealed)
     print(f"sealed {len(sealed)} record(s) with an empty done marker under {a.root} ({with_model} with model.pt)"

@@ -473,6 +473,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         rec["target_unit"] = datasets[m].target_unit
         (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
         _save_torch(job.run_dir / records.MODEL, saved)
+        records.compress_curve(job.run_dir)  # a finished run's curve is kept gzipped; the marker vouches for the .gz
         records.write_record(job.run_dir, rec)
         finished.append(job.run_dir)
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read

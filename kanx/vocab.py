@@ -51,6 +51,11 @@ LOCK = "lock"  # held (host and pid inside) while a process trains the run
 # A sweep folder <dataset>/<condition>/<tag>: the runs every launch into it expects (kanx.manifest).
 MANIFEST = "manifest.json"
 METRICS = "metrics.csv"  # training curves (kanx.curves writes them, kanx.analyze --curves draws them)
+# A finished run's curve, gzipped (mtime 0: the same rows give the same bytes); the plain file is
+# the live one while a run trains and in a checkpointed, unfinished run. kanx.records.curve_path
+# says which of the two a run has.
+METRICS_GZ = METRICS + ".gz"
+CURVES: tuple[str, ...] = (METRICS, METRICS_GZ)
 
 # The record's fields (record.json, schema SCHEMA_VERSION), written by kanx.runner and read by
 # kanx.analyze.collect; tests/test_vocab.py checks a real record against them.

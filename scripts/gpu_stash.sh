@@ -6,14 +6,15 @@
 # `out` moves into .stash/ (git-ignored, so it stays here) every file under results/ that a window
 # does not read: other results roots (calibration, earlier protocols), analyses and logs under
 # results/paper, the kept weights (model.pt, ~20 KB a Nguyen run), and every training curve (metrics.csv: ~22 KB a run at 10,000 epochs, 40 MB for
-# Nguyen's seeds 3-9 alone). The rest stays, among it each run's record.json and done marker under
+# Nguyen's seeds 3-9 alone; a finished run's metrics.csv.gz, about a third of that). The rest stays, among it each run's record.json and done marker under
 # results/paper, by which the window skips finished runs. A run the window resumes without its
 # curve writes rows from its checkpoint on, and gpu_unpack.sh splices those onto the rows here.
 # While files are set aside, `git status` shows them deleted: run `back` before committing results.
 # `out` refuses to run while .stash/ exists (a second `out` would stash over the first).
-# `back` moves every set-aside file back; where the tree has a file of that name again, a curve is
-# spliced (the set-aside rows, then the rows written since: python -m kanx.curves splice) and any
-# other file stays in .stash/, named, with exit status 1: nothing set aside is deleted.
+# `back` moves every set-aside file back; where the run has a curve again (either form), the curves are
+# spliced (the set-aside rows, then the rows written since: kanx.curves.put_back), and where the tree
+# has any other file of that name again it stays in .stash/, named, with exit status 1: nothing set
+# aside is deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STASH=.stash
@@ -33,7 +34,7 @@ case "${1:-}" in
     # NUL-separated from git to tar: any file name survives; only files present (tracked ones may be gone).
     git ls-files -co --exclude-standard -z results | awk -v RS='\0' -v ORS='\0' '
       $0 !~ /^results\/paper\// { print; next }                                   # another results root
-      $0 ~ /\/(metrics\.csv|model\.pt)$/ || $0 ~ /^results\/paper\/([^\/]+\/)?(analysis|logs)\// { print }' |
+      $0 ~ /\/(metrics\.csv|metrics\.csv\.gz|model\.pt)$/ || $0 ~ /^results\/paper\/([^\/]+\/)?(analysis|logs)\// { print }' |
       while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done >"$list"
     n=$(tr -cd '\0' <"$list" | wc -c)
     if [ "$n" -gt 0 ]; then
@@ -54,24 +55,22 @@ import os
 import sys
 from pathlib import Path
 
-from kanx.curves import splice
-from kanx.hashing import sha256_of
-from kanx.history import vouch_for_rewritten_curve
+from kanx.curves import put_back
+from kanx.vocab import CURVES
 
 stash = Path(sys.argv[1])
 restored, spliced, clashes = 0, 0, []
 for src in sorted(p for p in stash.rglob("*") if p.is_file()):
     dst = src.relative_to(stash)
-    if not dst.exists():
+    if src.name in CURVES:  # plain or .gz; spliced where the run wrote a curve again meanwhile (resumed here without it)
+        if put_back(src, dst.parent):
+            spliced += 1
+        else:
+            restored += 1
+    elif not dst.exists():
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dst)
         restored += 1
-    elif dst.name == "metrics.csv":  # written again meanwhile (a run resumed here without it)
-        was = {sha256_of(src), sha256_of(dst)}
-        splice(src, dst)
-        os.replace(src, dst)
-        vouch_for_rewritten_curve(dst.parent, was)  # a run that finished meanwhile sealed the rows written since only
-        spliced += 1
     else:
         clashes.append(dst)
 for folder in sorted((p for p in stash.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):

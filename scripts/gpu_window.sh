@@ -93,6 +93,10 @@ restore_kept() {  # restore_kept NAME TAR-OPTION: every earlier call's NAME arch
 }
 restore_kept records --skip-old-files && say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier call's in $KEEP, and the tree's)"
 restore_kept curves --overwrite  # an earlier call's curves extend the tree's: they win
+# A run one call left checkpointed (metrics.csv) and a later one finished (metrics.csv.gz): the plain
+# file is the older, shorter curve, and readers take a plain file first (kanx.records.curve_path).
+find "$RESULTS" -name metrics.csv.gz -print0 2>/dev/null | while IFS= read -r -d '' gz; do
+  [ -f "${gz%.gz}" ] && [ "${gz%.gz}" -ot "$gz" ] && rm -f "${gz%.gz}"; done || true
 
 # Checkpoints of unfinished runs from an earlier window (scripts/gpu_unpack.sh puts them in .ckpt/),
 # stored relative to this checkout: only for a results root inside it (not a dry run's /tmp root).
@@ -172,23 +176,24 @@ else
 fi
 
 # 5. Pack what this window wrote: records first, then checkpoints, then the training curves
-#    (metrics.csv: a resumed run keeps the rows it had, so the newest file is the whole curve)
+#    (metrics.csv, or metrics.csv.gz for a run finished here: a resumed run keeps the rows it had, so
+#    the newest file is the whole curve of this window)
 #    while they fit (8 files, 64 MiB).
 pack() {  # pack NAME COUNTED FIND-TESTS...: this window's files that match -> $OUT/NAME.tgz; prints how many are named COUNTED
   local list; list=$(mktemp)
   find "$RESULTS" -newer "$MARK" -type f \( "${@:3}" \) -print0 >"$list"
   tar czf "$OUT/$1.tgz" --null -T "$list"
-  grep -zc "/$2\$" "$list"; rm -f "$list"
+  grep -zcE "/($2)\$" "$list"; rm -f "$list"
 }
 n_rec=$(pack records record.json -name record.json -o -name done -o -name model.pt -o -path "*/logs/*")
 n_ckpt=$(pack checkpoints checkpoint.pt -name checkpoint.pt)
-n_curves=$(pack curves metrics.csv -name metrics.csv)
+n_curves=$(pack curves 'metrics\.csv(\.gz)?' -name metrics.csv -o -name metrics.csv.gz)
 room=$(( 60 * 1024 * 1024 - $(stat -c %s "$OUT/records.tgz") ))  # 64 MiB come back, the log and bench beside
 if [ "$(stat -c %s "$OUT/checkpoints.tgz")" -gt "$room" ]; then
   say "checkpoints.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out ($n_ckpt unfinished runs start over)"; rm "$OUT/checkpoints.tgz"
 else room=$(( room - $(stat -c %s "$OUT/checkpoints.tgz") )); fi
 if [ "$(stat -c %s "$OUT/curves.tgz")" -gt "$room" ]; then
-  say "curves.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out (these runs' metrics.csv miss this window's rows)"; rm "$OUT/curves.tgz"
+  say "curves.tgz is over the $(( room / 1024 / 1024 )) MiB left: left out (these runs' curves miss this window's rows)"; rm "$OUT/curves.tgz"
 fi
 mkdir -p "$KEEP"
 for name in records curves; do  # for a later call here (restore_kept)

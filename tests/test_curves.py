@@ -1,5 +1,8 @@
-"""metrics.csv: training curves written during a run, kept across a resume, read back by
-kanx.load_run(...).history."""
+"""metrics.csv: training curves written during a run, kept across a resume, stored gzipped
+(metrics.csv.gz) once the run finished, read back by kanx.load_run(...).history."""
+
+import gzip
+import json
 
 import pandas as pd
 from helpers import TOY, run_until_interrupted
@@ -23,7 +26,7 @@ def test_metrics_csv_has_the_curves_of_every_member(tmp_path):
     assert (efx["beta"] == [0.0, 0.0, 0.1, 0.1, 0.1, 0.1]).all()  # warmup: beta off for epochs 0-3
     assert ((efx["pi_0"] + efx["pi_1"] + efx["pi_2"]).round(5) == 1).all()
     assert (efx["loss"] >= efx["data_loss"] - 1e-7).all() and efx["tau_x"].is_monotonic_decreasing
-    base = pd.read_csv(configs[2][1] / "metrics.csv")
+    base = pd.read_csv(configs[2][1] / "metrics.csv.gz")
     assert "pi_0" not in base.columns and (base["beta"] == 0).all() and (base["loss"] == base["data_loss"]).all()
     run = kanx.load_run(configs[2][1])
     assert base["open_gates"].iloc[-1] == run.model.n_edges  # every edge is open without E
@@ -37,11 +40,12 @@ def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
     run_until_interrupted(configs, 8, monkeypatch)
     run_dir = configs[0][1]
     assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6]  # flushed with the checkpoint
+    assert not (run_dir / "metrics.csv.gz").exists()  # unfinished: the live file stays plain
     run_jobs(configs)
-    resumed = pd.read_csv(run_dir / "metrics.csv")
+    resumed = pd.read_csv(run_dir / "metrics.csv.gz")
     assert list(resumed["epoch"]) == [2, 4, 6, 8, 10, 12]
     assert run_plan(run_dirs(tmp_path / "straight", "E", betas="0.1")) == 0
-    straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv")))
+    straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv.gz")))
     pd.testing.assert_frame_equal(resumed.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
 
 
@@ -91,20 +95,152 @@ def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monke
     earlier = run_dir / "metrics.csv"
     kept = tmp_path / "kept.csv"
     shutil.move(earlier, kept)  # the window's tree has no curve for this run
-    run_jobs(configs)
-    window_rows = pd.read_csv(earlier)
+    run_jobs(configs)  # finishes there: its curve is stored gzipped
+    finished = run_dir / "metrics.csv.gz"
+    window_rows = pd.read_csv(finished)
     assert list(window_rows["epoch"]) == [8, 10, 12]  # only what the resumed process trained
     later_root = tmp_path / "returned"
     (later_root / run_dir.relative_to(tmp_path / "here")).mkdir(parents=True)
-    shutil.move(earlier, later_root / run_dir.relative_to(tmp_path / "here") / "metrics.csv")
-    shutil.move(kept, earlier)
+    returned = later_root / run_dir.relative_to(tmp_path / "here") / "metrics.csv.gz"
+    shutil.move(finished, returned)
+    shutil.move(kept, earlier)  # the checkpointed run's plain curve here
     assert curves_main(["splice", str(later_root), str(tmp_path / "here")]) == 0
-    spliced = pd.read_csv(earlier)
+    assert not earlier.exists()  # spliced into the finished run's form, the plain one gone
+    spliced = kanx.load_run(run_dir).history  # the done marker vouches for the spliced curve
     assert run_plan(run_dirs(tmp_path / "straight", "E", betas="0.1")) == 0
-    straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv")))
+    straight = pd.read_csv(next((tmp_path / "straight").rglob("metrics.csv.gz")))
     pd.testing.assert_frame_equal(spliced.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
     # A curve that already goes past the returned one's last epoch (the run went on here) is kept.
-    returned = later_root / run_dir.relative_to(tmp_path / "here") / "metrics.csv"
-    returned.write_text("".join(returned.read_text().splitlines(keepends=True)[:3]))  # header, epochs 8 and 10
+    lines = gzip.decompress(returned.read_bytes()).decode().splitlines(keepends=True)
+    returned.write_bytes(gzip.compress("".join(lines[:3]).encode()))  # header, epochs 8 and 10
     assert curves_main(["splice", str(later_root), str(tmp_path / "here")]) == 0
-    pd.testing.assert_frame_equal(pd.read_csv(earlier), spliced)
+    pd.testing.assert_frame_equal(kanx.load_run(run_dir).history, spliced)
+
+
+def rows_of(text):
+    return [line.split(",") for line in text.strip().splitlines()]
+
+
+def test_a_finished_run_keeps_only_a_gzipped_curve_that_reads_back_as_written(tmp_path, monkeypatch):
+    """The rows a run writes while it trains (plain metrics.csv, flushed at each checkpoint) are
+    the rows of the finished run's metrics.csv.gz, its only curve, which its done marker vouches
+    for; gzip's header holds no time stamp, so the same rows give the same bytes."""
+    from kanx.records import curve_path, gzip_bytes, integrity_problem
+    from kanx.runner import run_jobs
+    from kanx.vocab import CURVES
+
+    configs = run_dirs(tmp_path, "E", betas="0.1")
+    run_dir = configs[0][1]
+    written = []
+    import kanx.curves as curves_module
+
+    write = curves_module._write_rows
+
+    def spy(path, rows):  # every flush during training: what the run wrote, as it wrote it
+        written.append((path.name, [dict(r) for r in rows]))
+        write(path, rows)
+
+    monkeypatch.setattr(curves_module, "_write_rows", spy)
+    run_jobs(configs)
+    assert {name for name, _ in written} == {"metrics.csv"}  # live curve: plain
+    assert sorted(p.name for p in run_dir.iterdir() if p.name in CURVES) == ["metrics.csv.gz"]
+    assert curve_path(run_dir) == run_dir / "metrics.csv.gz"
+    history = kanx.load_run(run_dir).history
+    last = written[-1][1]
+    assert history.to_dict("records") == last and list(history["epoch"]) == [2, 4, 6, 8, 10, 12]
+    marker = json.loads((run_dir / "done").read_text())["sha256"]
+    assert "metrics.csv.gz" in marker and "metrics.csv" not in marker
+    assert integrity_problem(run_dir, files=CURVES) is None
+    gz = (run_dir / "metrics.csv.gz").read_bytes()
+    assert gz[4:8] == b"\0\0\0\0" and gzip_bytes(gzip.decompress(gz)) == gz  # mtime 0: deterministic bytes
+
+
+def test_an_interrupted_run_keeps_a_plain_curve_and_resumes_from_either_form(tmp_path, monkeypatch):
+    """A checkpointed, unfinished run's curve is the plain metrics.csv; a resume reads its rows
+    from it, or from a metrics.csv.gz where the process stopped between storing the curve
+    compressed and sealing the record, and the finished run's curve is the same either way."""
+    from kanx.records import gzip_bytes
+    from kanx.runner import run_jobs
+
+    for name, compress in (("plain", False), ("gz", True)):
+        configs = run_dirs(tmp_path / name, "E", betas="0.1")
+        run_until_interrupted(configs, 8, monkeypatch)
+        run_dir = configs[0][1]
+        assert (run_dir / "metrics.csv").is_file() and not (run_dir / "metrics.csv.gz").exists()
+        assert (run_dir / "checkpoint.pt").is_file() and not (run_dir / "done").exists()
+        if compress:
+            (run_dir / "metrics.csv.gz").write_bytes(gzip_bytes((run_dir / "metrics.csv").read_bytes()))
+            (run_dir / "metrics.csv").unlink()
+        run_jobs(configs)
+        assert not (run_dir / "metrics.csv").exists()
+        assert list(kanx.load_run(run_dir).history["epoch"]) == [2, 4, 6, 8, 10, 12]
+    a, b = (kanx.load_run(next((tmp_path / n).rglob("done")).parent).history for n in ("plain", "gz"))
+    pd.testing.assert_frame_equal(a.drop(columns="elapsed_s"), b.drop(columns="elapsed_s"))
+
+
+def legacy_run(root, name, rows="epoch,loss\n2,1.0\n4,0.5\n"):
+    """A finished run as committed before curves were compressed: record.json, plain
+    metrics.csv, and a done marker holding both checksums."""
+    from kanx.records import seal
+
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    (run_dir / "record.json").write_text(json.dumps({"status": "ok", "dataset": name}))
+    (run_dir / "metrics.csv").write_text(rows)
+    seal(run_dir, with_model=False)
+    return run_dir
+
+
+def test_compress_curves_converts_finished_runs_once_and_leaves_those_its_marker_does_not_vouch_for(tmp_path, capsys):
+    """`python -m kanx.records compress-curves ROOT`: each finished run's metrics.csv becomes
+    metrics.csv.gz, its done marker (modification time kept) vouches for the new file; again, it
+    changes nothing; a run whose curve or record does not match its marker is left as it is and
+    named; a marker from before curves were checksummed vouches for the .gz no more than it did
+    for the plain curve (compressed, unchecked as before); a checkpointed, unfinished run keeps
+    its plain curve."""
+    import os
+
+    from kanx.history import read_history
+    from kanx.records import compress_curves, integrity_problem, main, read_state
+    from kanx.vocab import CURVES
+
+    good = legacy_run(tmp_path, "good")
+    os.utime(good / "done", ns=(1, 1_000_000_000))
+    changed = legacy_run(tmp_path, "changed")
+    (changed / "metrics.csv").write_text("epoch,loss\n2,1.0\n")  # cut short since sealed
+    unlisted = legacy_run(tmp_path, "unlisted")
+    (unlisted / "done").write_text(json.dumps({"sha256": {k: v for k, v in json.loads((unlisted / "done").read_text())["sha256"].items() if k != "metrics.csv"}}))
+    training = tmp_path / "training"
+    training.mkdir()
+    (training / "metrics.csv").write_text("epoch,loss\n2,1.0\n")
+    before = {d: (d / "metrics.csv").read_bytes() for d in (changed, training)}
+    expected, unlisted_marker = read_history(good), (unlisted / "done").read_bytes()
+
+    assert main(["compress-curves", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "compressed the training curves of 2 finished run(s)" in out and "1 of them unchecked as before" in out and "left 1" in out
+    assert f"{changed}:" in out and "metrics.csv is corrupt" in out
+    assert (unlisted / "done").read_bytes() == unlisted_marker and not (unlisted / "metrics.csv").exists()
+    assert read_history(unlisted)["epoch"].tolist() == [2, 4]
+    assert sorted(p.name for p in good.iterdir() if p.name in CURVES) == ["metrics.csv.gz"]
+    marker = json.loads((good / "done").read_text())["sha256"]
+    assert set(marker) == {"record.json", "metrics.csv.gz"}
+    assert integrity_problem(good, files=("record.json", *CURVES)) is None and read_state(good).status == "done"
+    assert (good / "done").stat().st_mtime_ns == 1_000_000_000
+    pd.testing.assert_frame_equal(read_history(good), expected)
+    for d, data in before.items():  # left as they were
+        assert (d / "metrics.csv").read_bytes() == data and not (d / "metrics.csv.gz").exists()
+
+    gz, done = (good / "metrics.csv.gz").read_bytes(), (good / "done").read_bytes()
+    converted, left, _ = compress_curves(tmp_path)
+    assert converted == [] and [d for d, _ in left] == [changed]
+    assert (good / "metrics.csv.gz").read_bytes() == gz and (good / "done").read_bytes() == done  # idempotent
+
+    # A conversion stopped after the marker was rewritten, before the plain file went: finished.
+    (good / "metrics.csv").write_bytes(gzip.decompress(gz))
+    assert compress_curves(tmp_path)[0] == [good] and not (good / "metrics.csv").exists()
+    # ... and stopped after the .gz was written, before the marker: the plain file still verifies.
+    stopped = legacy_run(tmp_path, "stopped")
+    (stopped / "metrics.csv.gz").write_bytes(b"half")
+    assert compress_curves(tmp_path)[0] == [stopped] and integrity_problem(stopped, files=CURVES) is None
+    assert read_history(stopped)["epoch"].tolist() == [2, 4]

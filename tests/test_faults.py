@@ -323,7 +323,7 @@ def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_agai
     from kanx.records import read_state, sha256_of
 
     sums = json.loads((finished / "done").read_text())["sha256"]
-    assert sums == {name: sha256_of(finished / name) for name in ("record.json", "model.pt", "metrics.csv")}
+    assert sums == {name: sha256_of(finished / name) for name in ("record.json", "model.pt", "metrics.csv.gz")}
     for name, damage in (("model.pt", lambda b: b[:-10]), ("model.pt", lambda b: b[:-1] + bytes([b[-1] ^ 1])), ("record.json", lambda b: b.replace(b'"ok"', b'"OK"'))):
         run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
         shutil.copytree(finished, run_dir)

@@ -249,7 +249,7 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
     run_command(stopped, tmp_path, tmp_path)
     straight = configs(tmp_path / "straight")
     run_command(straight, tmp_path, tmp_path)
-    resumed, whole = (pd.read_csv(c[0][1] / "metrics.csv").drop(columns="elapsed_s") for c in (stopped, straight))
+    resumed, whole = (pd.read_csv(c[0][1] / "metrics.csv.gz").drop(columns="elapsed_s") for c in (stopped, straight))  # finished: gzipped
     assert list(whole["epoch"]) == list(range(1, 13))
     assert resumed.to_dict("records") == whole.to_dict("records")  # resuming is bitwise
 
@@ -293,8 +293,8 @@ def test_seal_legacy_seals_empty_markers_as_the_records_are_now(finished, tmp_pa
     assert records.main(["seal-legacy", str(root)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"sealed 2 record(s) with an empty done marker under {root} (1 with model.pt); left 1 whose record.json is not a JSON record"), out
-    assert json.loads((ok / "done").read_text())["sha256"] == {n: records.sha256_of(ok / n) for n in ("record.json", "model.pt", "metrics.csv")}
-    assert json.loads((failed / "done").read_text())["sha256"] == {n: records.sha256_of(failed / n) for n in ("record.json", "metrics.csv")}
+    assert json.loads((ok / "done").read_text())["sha256"] == {n: records.sha256_of(ok / n) for n in ("record.json", "model.pt", "metrics.csv.gz")}
+    assert json.loads((failed / "done").read_text())["sha256"] == {n: records.sha256_of(failed / n) for n in ("record.json", "metrics.csv.gz")}
     assert (ok / "done").stat().st_mtime_ns == 10**18 and (sealed / "done").read_bytes() == before
     assert records.read_state(ok).status == "done" and records.read_state(failed).status == "failed"
     assert (ok.parent / "beta=0.1,seed=2" / "done").read_bytes() == b""

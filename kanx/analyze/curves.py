@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from kanx.history import CurveError
 from kanx.history import read_history as read_curve
-from kanx.vocab import METRICS
+from kanx.records import curve_path
 
 from .labels import group_label
 from .tables import format_beta
@@ -50,13 +50,13 @@ class CurveFigure:
 
 
 def read_history(run_dir: Path) -> pd.DataFrame | None:
-    """A run's metrics.csv, or None where there is none (runs from before the curves) or it
+    """A run's curve (metrics.csv, or metrics.csv.gz once finished), or None where there is none (runs from before the curves) or it
     has no rows; kanx.history.CurveError where it is damaged or has nothing to draw."""
     history = read_curve(run_dir)
     if history is None or not len(history):
         return None
     if not any(has_panel(history, column) for column, _, _ in PANELS):
-        raise CurveError(f"{Path(run_dir) / METRICS} has none of the columns drawn ({', '.join(c for c, _, _ in PANELS)})")
+        raise CurveError(f"{curve_path(Path(run_dir))} has none of the columns drawn ({', '.join(c for c, _, _ in PANELS)})")
     return history
 
 
