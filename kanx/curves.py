@@ -121,16 +121,23 @@ def splice(earlier: Path, later: Path) -> int:
     takes ``later``'s form, the newer state of the run, in ``earlier``'s folder, and the other form
     there goes (a checkpointed run's metrics.csv here, finished there: metrics.csv.gz)."""
     earlier, later = Path(earlier), Path(later)
-    rows, have = _read_rows(later), _read_rows(earlier)
-    if not rows or (have and have[-1]["epoch"] >= rows[-1]["epoch"]):
+    spliced = _joined(_read_rows(earlier), _read_rows(later))
+    if spliced is None:
         return 0
-    spliced = [r for r in have if r["epoch"] < rows[0]["epoch"]] + rows
     was = {sha256_of(p) for p in (earlier, later) if p.is_file()}
     _put(earlier.parent, later.name, spliced)
     # A run the window finished was sealed with the curve of its last stretch only: the whole
     # curve replaces it on purpose, so its done marker must vouch for it, or the curve reads as damaged.
     history.vouch_for_rewritten_curve(earlier.parent, was)
     return len(spliced)
+
+
+def _joined(have: list[dict], rows: list[dict]) -> list[dict] | None:
+    """A run's earlier rows (``have``) followed by the rows a later stretch wrote (``rows``); None
+    where the later rows add nothing (there are none, or ``have`` already goes as far)."""
+    if not rows or (have and have[-1]["epoch"] >= rows[-1]["epoch"]):
+        return None
+    return [r for r in have if r["epoch"] < rows[0]["epoch"]] + rows
 
 
 def put_back(stashed: Path, run_dir: Path) -> bool:
@@ -146,9 +153,9 @@ def put_back(stashed: Path, run_dir: Path) -> bool:
         os.replace(stashed, run_dir / stashed.name)
         return False
     was = {sha256_of(stashed), sha256_of(here)}
-    have, rows = _read_rows(stashed), _read_rows(here)
-    if rows and not (have and have[-1]["epoch"] >= rows[-1]["epoch"]):
-        _put(run_dir, here.name, [r for r in have if r["epoch"] < rows[0]["epoch"]] + rows)
+    spliced = _joined(_read_rows(stashed), _read_rows(here))
+    if spliced is not None:
+        _put(run_dir, here.name, spliced)
         stashed.unlink()
     else:
         os.replace(stashed, run_dir / stashed.name)

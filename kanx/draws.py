@@ -70,10 +70,7 @@ def streams(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def at_epoch(member_streams: tuple[torch.Tensor, torch.Tensor], epoch) -> tuple[torch.Tensor, torch.Tensor]:
     """The streams of an epoch; ``epoch`` an int or a 0-d int64 tensor (a CUDA graph's counter)."""
     a, b = member_streams
-    if isinstance(epoch, int):
-        epoch &= MASK
-    else:
-        epoch = epoch & MASK
+    epoch = epoch & MASK
     return mix32(a ^ epoch), mix32(b ^ epoch)
 
 

@@ -70,8 +70,7 @@ class EpochGraph:
         pack = self.pack
         n_batches, bs = pack.batches_per_epoch, pack.train_cfg.batch_size
         perm, noise = pack.epoch_draws(self.epoch, n_batches)
-        x = torch.gather(pack.x, 1, perm.unsqueeze(-1).expand(-1, -1, pack.x.shape[-1]))
-        y = torch.gather(pack.y, 1, perm.unsqueeze(-1).expand(-1, -1, pack.y.shape[-1]))
+        x, y = pack.shuffled(perm)
         tau = self.tau.index_select(0, self.slot.view(1)).view(())
         beta = torch.where(self.epoch >= pack.train_cfg.warmup, self.beta_after, self.beta_before)
         self.epoch_loss.zero_()
@@ -107,10 +106,7 @@ class EpochGraph:
         frozen from the next epoch on, its Adam moments zeroed; then the epoch is logged."""
         newly = ~torch.isfinite(self.epoch_loss) & self.alive
         self.alive &= ~newly
-        for state in self.pack.optimizer.state.values():
-            for key in ("exp_avg", "exp_avg_sq"):
-                m = state[key]
-                m.copy_(torch.where(newly.view(-1, *[1] * (m.dim() - 1)), torch.zeros_like(m), m))
+        self.pack.zero_moments(newly)
         row = self.slot.view(1)
         self.log_loss.index_copy_(0, row, self.epoch_loss.view(1, -1))
         self.log_data.index_copy_(0, row, self.epoch_data.view(1, -1))

@@ -186,7 +186,7 @@ class Trainer:
         exits = torch.full((M, model.L if self.condition.exits else 0), -1, dtype=torch.long)
         for m, c in enumerate(self.conditions):
             if c.edge_gates:
-                slots = model.flat_index(c) if model.mixed else torch.arange(n_gate)
+                slots = model.flat_index(c)
                 egate[m, slots] = torch.arange(len(slots))
             if c.exits:
                 exits[m] = torch.arange(model.L)
@@ -202,6 +202,10 @@ class Trainer:
                            draws.noise(at, draws.EXIT, n_batches, self.exit_index)], dim=-1)
         return perm, noise
 
+    def shuffled(self, perm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's training data (M, N, n_0), (M, N, n_L) in its epoch order ``perm`` (M, N)."""
+        return tuple(torch.gather(t, 1, perm.unsqueeze(-1).expand(-1, -1, t.shape[-1])) for t in (self.x, self.y))
+
     def run_epoch(self) -> Progress:
         """The next epoch: eagerly, or with train.cuda_graph as a chunk of one (run_epochs)."""
         if self.train_cfg.cuda_graph:
@@ -215,8 +219,7 @@ class Trainer:
 
         bs, n_batches = cfg.batch_size, self.batches_per_epoch
         perm, noise = self.epoch_draws(epoch, n_batches)
-        x = torch.gather(self.x, 1, perm.unsqueeze(-1).expand(-1, -1, self.x.shape[-1]))  # (M, N, n_0) shuffled
-        y = torch.gather(self.y, 1, perm.unsqueeze(-1).expand(-1, -1, self.y.shape[-1]))
+        x, y = self.shuffled(perm)
         n_gate = model.n_edges if self.condition.edge_gates else 0
         dead = ~self.alive
         epoch_loss = torch.zeros(self.M, device=self.device)
@@ -292,9 +295,16 @@ class Trainer:
         newly = ~torch.isfinite(epoch_loss).cpu() & self.alive
         if newly.any():
             self.alive &= ~newly
-            for state in self.optimizer.state.values():
-                for key in ("exp_avg", "exp_avg_sq"):
-                    state[key][newly.to(self.device)] = 0.0  # zero moments give zero updates
+            self.zero_moments(newly.to(self.device))
+
+    @torch.no_grad()
+    def zero_moments(self, members: torch.Tensor) -> None:
+        """Zero the Adam moments of ``members`` (bool (M,), on the device): zero moments give zero
+        updates, so a diverged member stays where it is. No host sync (a CUDA graph runs it too)."""
+        for state in self.optimizer.state.values():
+            for key in ("exp_avg", "exp_avg_sq"):
+                m = state[key]
+                m.copy_(torch.where(members.view(-1, *[1] * (m.dim() - 1)), torch.zeros_like(m), m))
 
     def _freeze(self, dead: torch.Tensor) -> None:
         dead = dead.to(self.device)

@@ -122,7 +122,11 @@ fi
 say "train.cuda_graph=$GRAPH"
 
 # 2b. Measurements before training (KANX_WINDOW_BENCH=1): each bounded, each written to $OUT.
-graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
+bench_paper() {  # bench_paper SECONDS: the whole-paper estimate (100 steps per pack make-up, the mixed plan) -> $OUT/bench-paper.txt
+  local graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
+  timeout "$1" $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" --no-per-sweep \
+    "${BENCH_SETS[@]}" >"$OUT/bench-paper.txt" 2>&1
+}
 BENCH_SETS=(); [ "$SCALE" = full ] || BENCH_SETS=(--datasets nguyen_f1)  # full: bench_paper.py's default, the whole paper
 PAPER_DONE=0
 if [ "${KANX_WINDOW_BENCH:-1}" = 1 ]; then
@@ -132,8 +136,7 @@ if [ "${KANX_WINDOW_BENCH:-1}" = 1 ]; then
   # --no-compile: torch.compile's warm-up took 88 s for one cell on an H100 (2026-11-27), the window's training runs without it
   timeout 170 $PY scripts/bench.py --device "$DEVICE" --quick --no-compile --no-eager-row --threads "$(nproc)" --pack-sizes 1 70 160 624 "${bench_graph[@]}" >"$OUT/bench.txt" 2>&1
   say "bench (exit $?): $(grep -E '^\| kanx' "$OUT/bench.txt" | tr '\n' ' ')"
-  timeout 200 $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" --no-per-sweep \
-    "${BENCH_SETS[@]}" >"$OUT/bench-paper.txt" 2>&1
+  bench_paper 200
   rc=$?; [ "$rc" = 0 ] && PAPER_DONE=1
   say "bench-paper (exit $rc): $(tail -1 "$OUT/bench-paper.txt")"
 fi
@@ -167,9 +170,7 @@ done
 T=$(( $(left) - 45 ))
 if [ "$PAPER_DONE" = 1 ]; then :
 elif [ "$T" -ge "$BENCH_MIN" ]; then
-  graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
-  timeout "$T" $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" \
-    "${BENCH_SETS[@]}" >"$OUT/bench-paper.txt" 2>&1
+  bench_paper "$T"
   say "bench-paper (exit $?): $(tail -1 "$OUT/bench-paper.txt")"
 else
   say "bench-paper skipped: ${T}s left, it needs ${BENCH_MIN}s"
