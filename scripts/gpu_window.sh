@@ -36,7 +36,7 @@
 #   KANX_WINDOW_BENCH     1 (default): after the tests, measure before training: the draws (bench_draws.py),
 #                         `make bench` at M = 1, 70, 160, 624 against pykan (needs its wheels in .whl/) and
 #                         the whole-paper estimate (bench_paper.py) | 0: skip (bench-paper still runs at the
-#                         end if time is left)
+#                         end if time is left) | a comma-separated subset of draws,bench,paper
 #   KANX_WINDOW_WHEELS    1 (default): install .whl/ (Python 3.12 wheels) | 0: use the environment as it is
 #   KANX_WINDOW_KEEP      where each call keeps a copy of what it packed, for a later call on the same
 #                         machine (default .window, git-ignored)
@@ -129,13 +129,19 @@ bench_paper() {  # bench_paper SECONDS: the whole-paper estimate (100 steps per 
 }
 BENCH_SETS=(); [ "$SCALE" = full ] || BENCH_SETS=(--datasets nguyen_f1)  # full: bench_paper.py's default, the whole paper
 PAPER_DONE=0
-if [ "${KANX_WINDOW_BENCH:-1}" = 1 ]; then
+BENCH=${KANX_WINDOW_BENCH:-1}; [ "$BENCH" = 1 ] && BENCH=draws,bench,paper; [ "$BENCH" = 0 ] && BENCH=
+wants() { [[ ",$BENCH," == *",$1,"* ]]; }
+if wants draws; then
   timeout 60 $PY scripts/bench_draws.py --device "$DEVICE" --repeats 10 >"$OUT/bench-draws.txt" 2>&1
   say "bench-draws (exit $?): $(tail -1 "$OUT/bench-draws.txt")"
+fi
+if wants bench; then
   bench_graph=(); [ "$GRAPH" = true ] && bench_graph=(--cuda-graph)
   # --no-compile: torch.compile's warm-up took 88 s for one cell on an H100 (2026-11-27), the window's training runs without it
   timeout 170 $PY scripts/bench.py --device "$DEVICE" --quick --no-compile --no-eager-row --threads "$(nproc)" --pack-sizes 1 70 160 624 "${bench_graph[@]}" >"$OUT/bench.txt" 2>&1
   say "bench (exit $?): $(grep -E '^\| kanx' "$OUT/bench.txt" | tr '\n' ' ')"
+fi
+if wants paper; then
   bench_paper 200
   rc=$?; [ "$rc" = 0 ] && PAPER_DONE=1
   say "bench-paper (exit $rc): $(tail -1 "$OUT/bench-paper.txt")"
