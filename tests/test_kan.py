@@ -7,20 +7,10 @@ import pytest
 import torch
 
 from kanx.kan import gates
+from kanx.kan.kernels import _dense_scatter, _planes, kan_matmul, local_planes
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity, complexity_scale, data_loss, exit_mse
-from kanx.kan.spline import (
-    _cox_de_boor,
-    _local_planes,
-    adaptive_grid,
-    bspline_basis,
-    fit_coefficients,
-    kan_matmul,
-    local_basis,
-    spline_features,
-    spline_values,
-    uniform_grid,
-)
+from kanx.kan.spline import _cox_de_boor, adaptive_grid, bspline_basis, fit_coefficients, spline_values, uniform_grid
 from kanx.kan.structure import model_structure, trace
 
 # (width, condition) -> contributing edges / depth for every exit k (X, FX: pi one-hot on k).
@@ -249,6 +239,21 @@ def _dense_reference(x, grid, w, K):
     return torch.einsum("mbif,mfio->mbo", feats, w)
 
 
+def local_basis(x, grid, K, with_derivative=False):
+    """kernels.local_planes for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with j (M, B, I) and N, dN
+    stacked on a last axis (M, B, I, K+1): N[..., r] = B_{j-K+r}(x)."""
+    j, N, dN, _, _ = local_planes(x.transpose(1, 2), grid, K, with_derivative)
+    return j.transpose(1, 2), torch.stack(N, -1).transpose(1, 2), (torch.stack(dN, -1).transpose(1, 2) if dN is not None else None)
+
+
+def spline_features(x, grid, K):
+    """[silu(x), B_0(x), ..., B_{C-1}(x)] of every input without gradient, from the eager local basis:
+    x (M, B, I), grid (M, I, T) -> (M, B, I, 1+C)."""
+    grid = grid.to(x.dtype)
+    j, N, silu, _, _ = _planes(x.transpose(1, 2), grid, K, False)
+    return _dense_scatter(j, N, silu, grid.shape[-1] - K - 1, K).permute(0, 3, 2, 1)
+
+
 def test_local_basis_matches_dense_cox_de_boor():
     # The K+1 basis functions of the local (de Boor) evaluation and their derivatives are the
     # dense recursion's nonzero ones, on knots, outside the grid and on repeated knots.
@@ -278,8 +283,8 @@ def test_the_compiled_kernels_knot_selects_give_the_gathered_basis_exactly():
     K = 3
     grid = _test_grids()
     x = _test_points(grid).transpose(1, 2).contiguous()  # (M, I, B): batch last
-    gathered = _local_planes(x, grid, K, True, pointwise=False)
-    windowed = _local_planes(x, grid, K, True, pointwise=True)
+    gathered = local_planes(x, grid, K, True, pointwise=False)
+    windowed = local_planes(x, grid, K, True, pointwise=True)
     for a, b in zip(gathered, windowed, strict=True):
         for u, v in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b], strict=True):
             assert torch.equal(u, v)

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from kanx.kan.kernels import kan_matmul
 from kanx.kan.spec import KANSpec
-from kanx.kan.spline import adaptive_grid, fit_coefficients, kan_matmul, spline_values, uniform_grid
+from kanx.kan.spline import adaptive_grid, fit_coefficients, spline_values, uniform_grid
 
 
 class KANLayer(nn.Module):
@@ -59,7 +60,7 @@ class KANLayer(nn.Module):
         """x: (M, B, I), gate: (M, I, O) -> (M, B, O).
 
         The gated weights are folded into one (M, 1+C, I, O) array [z w_b, z w_s c_1, ..., z w_s c_C]
-        so the layer is one batched matmul over the [silu(x), B(x)] features (spline.kan_matmul:
+        so the layer is one batched matmul over the [silu(x), B(x)] features (kernels.kan_matmul:
         the features from the K+1 B-splines that are nonzero at each input, the input gradient
         from their K+1 derivatives).
         """

@@ -116,7 +116,7 @@ class GatedKAN(nn.Module):
                 self.load_member_state_dict(m, {k: v[i] for k, v in alone.state_dict().items()})
 
     def use_compiled_basis(self, flag: bool = True) -> None:
-        """Training steps use the fused (torch.compile) basis kernel; see spline._kernel."""
+        """Training steps use the fused (torch.compile) basis kernel; see kernels._kernel."""
         for stage in self.stages:
             stage.compiled = flag
 
