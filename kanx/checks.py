@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kanx.errors import ConfigError
-from kanx.kan.structure import stage_shapes
+from kanx.kan.shapes import stage_shapes
 
 
 def check_writable(run_dirs: Sequence[Path]) -> None:

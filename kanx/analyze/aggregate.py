@@ -19,7 +19,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from kanx.kan.structure import stage_shapes, trace  # numpy only: the kanx.kan package imports no torch
+from kanx.kan.shapes import stage_shapes  # plain Python and numpy only: the kanx.kan package imports no torch
+from kanx.kan.structure import trace
 
 from .collect import active_runs, metric_values
 from .labels import BASELINE, CONDITIONS, GATED, STATUSES, UNGATED, dataset_rank, family_rank

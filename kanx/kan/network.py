@@ -27,7 +27,7 @@ from torch import nn
 from kanx.kan.gates import ALPHA_OPEN, deterministic_gate, expected_open, gumbel_softmax, sample_hard_concrete
 from kanx.kan.layer import KANLayer
 from kanx.kan.spec import Condition, KANSpec, member_generators
-from kanx.kan.structure import stage_shapes
+from kanx.kan.shapes import stage_shapes
 
 __all__ = ["Condition", "GatedKAN", "KANLayer", "KANSpec", "member_generators"]
 

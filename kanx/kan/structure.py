@@ -38,15 +38,6 @@ class Structure:
         return asdict(self)
 
 
-def stage_shapes(width: Sequence[int], forward: bool, exits: bool) -> list[tuple[int, int, int]]:
-    """(inputs, trunk outputs, head outputs) of each stage k of a GatedKAN of this width: with
-    forward connections stage k reads [x^(0), ..., x^(k)], else x^(k); it writes x^(k+1)
-    (none for the last stage) and, on the last stage or with exits, an exit head."""
-    L, n_out = len(width) - 1, width[-1]
-    return [(sum(width[: k + 1]) if forward else width[k], width[k + 1] if k < L - 1 else 0,
-             n_out if (k == L - 1 or exits) else 0) for k in range(L)]
-
-
 NodeKey = tuple  # ("x", layer, unit): an input or trunk node; ("y", exit, output): an exit's output
 
 
