@@ -81,10 +81,7 @@ class EpochGraph:
 
     def _step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor, beta: torch.Tensor, tau: torch.Tensor) -> None:
         pack, model = self.pack, self.pack.model
-        n_gate = model.n_edges if pack.condition.edge_gates else 0
-        gates = model.sample_gates(u[:, :n_gate] if n_gate else None)
-        out = model(xb, gates)
-        eta = model.exit_weights(u[:, n_gate:], tau)
+        out, eta = model.sample(xb, u, tau)
         loss = data_loss(out, yb, eta)
         self.epoch_data += loss.detach()
         if pack.condition.edge_gates or pack.condition.exits:

@@ -143,7 +143,6 @@ class Trainer:
         self.costs, self.estimator = first.costs, first.gate_estimator
         self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile and device.type == "cpu")
         self.streams = draws.streams(draws.member_keys(seeds).to(device))
-        self.egate_index, self.exit_index = self._own_indices()
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
         self.epoch_graph = None  # kanx.graphs.EpochGraph, with train.cuda_graph
@@ -175,31 +174,14 @@ class Trainer:
         """The temperature of pi in L_C: tau_x with train.exit_pi=tempered, else None."""
         return tau if self.train_cfg.exit_pi == "tempered" else None
 
-    def _own_indices(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """For every slot of the pack's noise vectors (egate noise per edge, exit noise per
-        layer), the index of the draw each member puts there: its own index in its own
-        condition's layout, or -1 where it lacks the slot (it gets 1/2). A member's draws so
-        never depend on what other members need. (M, n_edges or 0) and (M, L or 0), on the device."""
-        model, M = self.model, self.M
-        n_gate = model.n_edges if self.condition.edge_gates else 0
-        egate = torch.full((M, n_gate), -1, dtype=torch.long)
-        exits = torch.full((M, model.L if self.condition.exits else 0), -1, dtype=torch.long)
-        for m, c in enumerate(self.conditions):
-            if c.edge_gates:
-                slots = model.flat_index(c)
-                egate[m, slots] = torch.arange(len(slots))
-            if c.exits:
-                exits[m] = torch.arange(model.L)
-        return egate.to(self.device), exits.to(self.device)
-
     def epoch_draws(self, epoch: int | torch.Tensor, n_batches: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every member's minibatch order (M, N) and uniform noise (n_batches, M, n_noise) =
-        [egate noise | exit noise] for an epoch, as tensor operations on the pack's device
-        (``epoch`` may be a device tensor: a CUDA graph's counter)."""
+        """Every member's minibatch order (M, N) and uniform noise (n_batches, M, n_noise) for
+        an epoch, the noise in the slots of the model's member layout (members.noise_slots:
+        [egate noise | exit noise], each member's draws at its own indices), as tensor
+        operations on the pack's device (``epoch`` may be a device tensor: a CUDA graph's counter)."""
         at = draws.at_epoch(self.streams, epoch)
         perm = draws.orders(at, self.x.shape[1])
-        noise = torch.cat([draws.noise(at, draws.EGATE, n_batches, self.egate_index),
-                           draws.noise(at, draws.EXIT, n_batches, self.exit_index)], dim=-1)
+        noise = torch.cat([draws.noise(at, purpose, n_batches, own) for purpose, own in self.model.members.noise_slots().items()], dim=-1)
         return perm, noise
 
     def shuffled(self, perm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,16 +202,13 @@ class Trainer:
         bs, n_batches = cfg.batch_size, self.batches_per_epoch
         perm, noise = self.epoch_draws(epoch, n_batches)
         x, y = self.shuffled(perm)
-        n_gate = model.n_edges if self.condition.edge_gates else 0
         dead = ~self.alive
         epoch_loss = torch.zeros(self.M, device=self.device)
         epoch_data = torch.zeros(self.M, device=self.device)
         for b in range(n_batches):
             xb, yb, u = x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b]
             # sample gates -> forward -> loss
-            gates = model.sample_gates(u[:, :n_gate] if n_gate else None)
-            out = model(xb, gates)  # (M, E, B, P)
-            eta = model.exit_weights(u[:, n_gate:], tau)
+            out, eta = model.sample(xb, u, tau)  # (M, E, B, P), (M, L) or None
             loss = data_loss(out, yb, eta)
             epoch_data += loss.detach()
             if self.condition.edge_gates or self.condition.exits:
@@ -374,13 +353,13 @@ class Trainer:
         for j, name in enumerate(model.member_names(m, params_only=True)):
             st = state["optimizer"].get(names.index(name))
             if st:
-                optimizer[j] = {"step": _own_copy(st["step"]), **{k: _own_copy(model.member_tensor(name, st[k], m)) for k in ("exp_avg", "exp_avg_sq")}}
+                optimizer[j] = {"step": _own_copy(st["step"]), **{k: _own_copy(model.members.member_tensor(name, st[k], m)) for k in ("exp_avg", "exp_avg_sq")}}
         return {
             "epoch": state["epoch"],
             "steps": state["steps"],
             "train_seconds": state["train_seconds"],
             "alive": bool(state["alive"][m]),
-            "model": {name: _own_copy(model.member_tensor(name, state["model"][name], m)) for name in model.member_names(m)},
+            "model": {name: _own_copy(model.members.member_tensor(name, state["model"][name], m)) for name in model.member_names(m)},
             "optimizer": optimizer,
         }
 
@@ -401,7 +380,7 @@ class Trainer:
                     if j in s["optimizer"]:
                         st = self.optimizer.state[params[name]]
                         for k in ("exp_avg", "exp_avg_sq"):
-                            model.set_member_tensor(name, st[k], m, s["optimizer"][j][k])
+                            model.members.set_member_tensor(name, st[k], m, s["optimizer"][j][k])
         self.alive = torch.tensor([s["alive"] for s in states])
         self.epoch, self.steps = states[0]["epoch"], states[0]["steps"]
         self.train_seconds = self.resumed_train_seconds = max(s["train_seconds"] for s in states)

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     datasets, _, x, y = pack_data(runs)
     trainer = Trainer(runs, x, y, datasets[0].n_train, device)
     n, n_batches = x.shape[1], trainer.batches_per_epoch
-    widths = [int((trainer.egate_index[m] >= 0).sum() + (trainer.exit_index[m] >= 0).sum()) for m in range(trainer.M)]
+    own = trainer.model.members
+    widths = [int((own.egate_index[m] >= 0).sum() + (own.exit_index[m] >= 0).sum()) for m in range(trainer.M)]
     generators = member_generators([r.seed for r in runs], stream=1)
     print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} threads; pack of {len(pack)} "
           f"({'+'.join(a.datasets)}, seeds {a.seeds}), N = {n}, {n_batches} batches an epoch, {sum(widths) * n_batches:,} noise values", flush=True)

@@ -72,11 +72,11 @@ def test_a_member_draws_the_same_alone_and_in_packs_of_other_make_ups():
 
 def own_noise(pack: Trainer, m: int, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Member m's egate and exit noise in its own layout's order, from a pack's noise vector."""
-    n_gate = pack.egate_index.shape[1]
+    n_gate = pack.model.members.egate_index.shape[1]
     egate, exits = noise[:, m, :n_gate], noise[:, m, n_gate:]
-    own = pack.egate_index[m]
+    own = pack.model.members.egate_index[m]
     egate = egate[:, own >= 0][:, own[own >= 0].argsort()]
-    return egate, exits[:, pack.exit_index[m] >= 0]
+    return egate, exits[:, pack.model.members.exit_index[m] >= 0]
 
 
 def test_slots_a_member_lacks_hold_one_half():
@@ -84,5 +84,5 @@ def test_slots_a_member_lacks_hold_one_half():
     x, y = toy_data(len(runs), N=120)
     pack = Trainer(runs, x, y, 120, torch.device("cpu"))
     _, noise = pack.epoch_draws(0, 4)
-    lacking = torch.cat([pack.egate_index, pack.exit_index], dim=1) < 0
+    lacking = torch.cat([pack.model.members.egate_index, pack.model.members.exit_index], dim=1) < 0
     assert lacking.any() and (noise[:, lacking] == 0.5).all()

@@ -55,7 +55,7 @@ def test_a_one_condition_pack_is_built_exactly_as_before():
     runs = [run("EX", s, 0.1) for s in range(3)]
     model = Trainer(runs, *toy_data(3), 128, torch.device("cpu")).model
     assert not model.mixed and model.n_edges == 2 * (3 + 1) + 3 * (3 + 1) + 3 * 1  # no FC edges
-    assert not hasattr(model, "own_edges")
+    assert not hasattr(model.members, "own_edges") and not hasattr(model.members, "has_exits")
 
 
 def test_member_checkpoints_are_in_their_own_layout_and_resume_in_any_pack():

@@ -86,7 +86,7 @@ def complexity(model: GatedKAN, costs: Costs = Costs(), exit_tau: float | torch.
     # Members without X: the final layer is trunk layer L-1, nodes included (their other
     # heads are masked, so heads[:, -1] is the final layer's edges).
     plain = torch.cat([trunk, model.n_out * costs.node + heads[:, -1:]], dim=-1).sum(-1)
-    return torch.where(model.has_x, with_exits, plain)
+    return torch.where(model.members.has_exits, with_exits, plain)
 
 
 def complexity_scale(mode: str, n_train: int, batch_size: int) -> float:

@@ -208,7 +208,7 @@ def _member_masks(model: GatedKAN, estimator: str) -> tuple[list, list[int]]:
     gates = [g.cpu().numpy() for g in model.split_edges(trained_inference_gates(model, estimator) > 0)]
     masks = []
     for m, c in enumerate(model.conditions):
-        blocks = [model.stage_block(k, c) for k in range(model.L)]
+        blocks = [model.members.stage_block(k, c) for k in range(model.L)]
         masks.append([g[m][rows, cols] for g, (rows, cols) in zip(gates, blocks, strict=True)])
     return masks, model.selected_exit().tolist()
 

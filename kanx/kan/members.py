@@ -1,0 +1,187 @@
+"""Where each member of a pack sits in the pack's network: the member layout of a GatedKAN.
+
+A pack of M members is one batched GatedKAN built on the *superset* of the members'
+conditions (E if any member has E, ...). Each member sees only its own condition's network,
+as the paper's ablations say (Results, opening): forward-connection rows and exit-head
+columns it lacks are masked, its egate logits are frozen open without E, and without X its
+exit is the final layer with no Gumbel noise. This module holds that bookkeeping, apart
+from the model's equations (kanx.kan.network):
+
+  - the superset's shape: stages, edges, the flat edge layout of the gates;
+  - which edges exist for whom (``edge_mask``) and which members have a mechanism (``keep``);
+  - where a member's own-condition parameters sit in the superset's (``member_index``:
+    checkpoints hold every member in its own condition's layout, so it resumes in a pack of
+    any make-up);
+  - which draw of the counter-based noise (kanx.draws) each member puts in each slot of
+    the pack's noise vector (``noise_slots``), so that it draws the same numbers packed or
+    alone.
+
+The model and the trainer ask this layout; neither computes a member's slice itself. A new
+mechanism with parameters or noise of its own adds them here (its owner flag, its index,
+its noise slots), next to its equations in the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from kanx import draws
+from kanx.kan.shapes import stage_shapes
+from kanx.kan.spec import Condition
+
+# Mechanisms whose members are told apart by a per-member flag (Condition's field names);
+# forward connections are told apart by the edge masks instead.
+FLAGGED = ("edge_gates", "exits")
+
+
+class MemberLayout(nn.Module):
+    """The member layout of a pack of ``conditions`` (one per member) on a network of
+    ``width``. Its tensors (masks, flags, noise slots) are non-persistent buffers: they move
+    with the model and are never saved (a checkpoint rebuilds them from the conditions).
+
+    Attributes: ``width``; ``conditions`` (per member) and ``condition`` (their superset);
+    ``mixed`` (the members' conditions differ); ``M``, ``L`` (stages), ``n_out``;
+    ``trunk_out``, ``head_out`` (outputs of each stage's trunk and exit head) and
+    ``edge_shapes`` (I_k, O_k) of the superset's stages; ``n_edges`` (all stages flattened).
+    """
+
+    def __init__(self, width: Sequence[int], conditions: Sequence[Condition], dtype=torch.float32):
+        super().__init__()
+        width = tuple(int(w) for w in width)
+        if len(width) < 2:
+            raise ValueError(f"model width {list(width)} needs at least an input and an output size")
+        conditions = list(conditions)
+        condition = Condition(any(c.edge_gates for c in conditions), any(c.forward for c in conditions), any(c.exits for c in conditions))
+        self.width, self.conditions, self.condition = width, conditions, condition
+        self.mixed = any(c != condition for c in conditions)
+        self.M, self.L, self.n_out = len(conditions), len(width) - 1, width[-1]
+        shapes = stage_shapes(width, condition.forward, condition.exits)
+        self.trunk_out = [trunk for _, trunk, _ in shapes]
+        self.head_out = [head for _, _, head in shapes]
+        self.edge_shapes = [(n_in, trunk + head) for n_in, trunk, head in shapes]
+        self.n_edges = sum(i * o for i, o in self.edge_shapes)
+
+        # Inputs that arrive through forward connections: all but the stage's own x^(k).
+        fc_masks = []
+        for k, (n_in, _) in enumerate(self.edge_shapes):
+            m = torch.zeros(n_in, dtype=dtype)
+            m[: n_in - width[k]] = 1.0
+            fc_masks.append(m)
+        self.register_buffer("fc_input", torch.cat([m.repeat_interleave(o) for m, (_, o) in zip(fc_masks, self.edge_shapes, strict=True)]), persistent=False)
+        if self.mixed:
+            # Which edges exist for whom, and who has E and X.
+            own = torch.zeros(self.M, self.n_edges, dtype=dtype)
+            for m, c in enumerate(conditions):
+                own[m, self.flat_index(c)] = 1.0
+            self.register_buffer("own_edges", own, persistent=False)
+            for flag in FLAGGED:
+                self.register_buffer(f"has_{flag}", torch.tensor([getattr(c, flag) for c in conditions]), persistent=False)
+        egate, exits = self._own_noise_indices()
+        self.register_buffer("egate_index", egate, persistent=False)
+        self.register_buffer("exit_index", exits, persistent=False)
+
+    # ----------------------------------------------------------------- edges
+    def stage_block(self, k: int, c: Condition) -> tuple[slice, slice]:
+        """(rows, columns) of stage k that a member of condition c uses: its inputs are the
+        last ones (without F, only x^(k)), its outputs the first ([trunk | head] without the
+        heads it lacks)."""
+        n_in = self.edge_shapes[k][0]
+        own_in, trunk, head = stage_shapes(self.width, c.forward, c.exits)[k]
+        return slice(n_in - own_in, n_in), slice(0, trunk + head)
+
+    def flat_index(self, c: Condition) -> torch.Tensor:
+        """Positions in the flat (n_edges,) layout of a condition-c model's edges, in its own
+        order (computed once per condition: checkpoints ask for it per member)."""
+        cache = self.__dict__.setdefault("_flat_index_cache", {})
+        if c not in cache:
+            parts, offset = [], 0
+            for k, (n_in, n_out) in enumerate(self.edge_shapes):
+                rows, cols = self.stage_block(k, c)
+                grid = torch.arange(n_in * n_out).reshape(n_in, n_out)[rows, cols]
+                parts.append(offset + grid.reshape(-1))
+                offset += n_in * n_out
+            cache[c] = torch.cat(parts)
+        return cache[c]
+
+    def split_edges(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """(M, n_edges) -> per stage (M, I_k, O_k)."""
+        sizes = [i * o for i, o in self.edge_shapes]
+        return [t.reshape(t.shape[0], i, o) for t, (i, o) in zip(flat.split(sizes, dim=-1), self.edge_shapes, strict=True)]
+
+    def edge_mask(self, fc_enabled: bool) -> torch.Tensor:
+        """1 where an edge exists now: (n_edges,), or (M, n_edges) in a mixed pack, where a
+        member's edges are its own condition's. Forward-connection edges are 0 while FCs are
+        off (``fc_enabled`` False: the FC warmup); parameter shapes never change."""
+        fc_off = self.condition.forward and not fc_enabled
+        if self.mixed:
+            return self.own_edges * (1.0 - self.fc_input) if fc_off else self.own_edges
+        return 1.0 - self.fc_input if fc_off else torch.ones_like(self.fc_input)
+
+    def keep(self, flag: str, value: torch.Tensor, otherwise: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """``value`` (M, ...) for the members whose condition has the mechanism ``flag`` (one of
+        FLAGGED), ``otherwise()`` for the others: ``value`` itself unless the pack is mixed
+        (``otherwise`` is then never called)."""
+        if not self.mixed:
+            return value
+        has = getattr(self, f"has_{flag}")
+        return torch.where(has.view(-1, *[1] * (value.dim() - 1)), value, otherwise())
+
+    # ----------------------------------------------------------------- members' own state
+    def member_index(self, name: str, m: int) -> tuple:
+        """The index of member m's own-layout slice in the superset tensor of state entry
+        ``name`` (a parameter, buffer, or an optimizer moment of parameter ``name``)."""
+        c = self.conditions[m]
+        if name.startswith("stages."):
+            rows, cols = self.stage_block(int(name.split(".")[1]), c)
+            return (m, rows) if name.endswith(".grid") else (m, rows, cols)
+        if name == "alpha":
+            return (m, self.flat_index(c).to(self.fc_input.device))
+        return (m,)
+
+    def owns(self, name: str, m: int, params_only: bool = False) -> bool:
+        """Whether member m's own-condition model holds state entry ``name`` (with
+        ``params_only``, as a parameter): exit logits only with X; egate logits always, but as
+        a parameter only with E (without E they are a frozen buffer)."""
+        c = self.conditions[m]
+        return (name != "exit_logits" or c.exits) and (name != "alpha" or c.edge_gates or not params_only)
+
+    def member_tensor(self, name: str, value: torch.Tensor, m: int) -> torch.Tensor:
+        """Member m's own-layout slice of a superset tensor ``value`` of state entry ``name``."""
+        return value[self.member_index(name, m)]
+
+    def set_member_tensor(self, name: str, target: torch.Tensor, m: int, own: torch.Tensor) -> None:
+        """Write member m's own-layout tensor ``own`` into its slice of ``target``."""
+        target[self.member_index(name, m)] = own.to(target.device, target.dtype)
+
+    # ----------------------------------------------------------------- training noise
+    def _own_noise_indices(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """For every slot of the pack's noise vectors (egate noise per edge, exit noise per
+        layer), the index of the draw each member puts there: its own index in its own
+        condition's layout, or -1 where it lacks the slot (it gets 1/2). A member's draws so
+        never depend on what other members need. (M, n_edges or 0) and (M, L or 0)."""
+        n_gate = self.n_edges if self.condition.edge_gates else 0
+        egate = torch.full((self.M, n_gate), -1, dtype=torch.long)
+        exits = torch.full((self.M, self.L if self.condition.exits else 0), -1, dtype=torch.long)
+        for m, c in enumerate(self.conditions):
+            if c.edge_gates:
+                slots = self.flat_index(c)
+                egate[m, slots] = torch.arange(len(slots))
+            if c.exits:
+                exits[m] = torch.arange(self.L)
+        return egate, exits
+
+    def noise_slots(self) -> dict[int, torch.Tensor]:
+        """The own indices of every purpose of the training noise (kanx.draws), in the order
+        their slots sit side by side in a step's noise vector (M, n_noise)."""
+        return {draws.EGATE: self.egate_index, draws.EXIT: self.exit_index}
+
+    def split_noise(self, u: torch.Tensor) -> dict[int, torch.Tensor]:
+        """A step's noise vector (M, n_noise) -> its slots by purpose, (M, width) each."""
+        parts, start = {}, 0
+        for purpose, index in self.noise_slots().items():
+            parts[purpose] = u[:, start : start + index.shape[1]]
+            start += index.shape[1]
+        return parts
