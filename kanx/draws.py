@@ -9,7 +9,7 @@ resumed run draws what it would have drawn, a member draws the same numbers alon
 pack of any make-up (its indices are those of its own condition's layout), and the numbers
 are the same on a CPU and a GPU (integer arithmetic only; the conversion to a uniform is
 exact in float32). Inside a CUDA graph the epoch is a device tensor, so the graph draws the
-next epoch's numbers itself (kanx.graphs).
+next epoch's numbers itself (kanx.epoch_graph).
 
 The mixing function is Wellons' ``lowbias32`` (xorshift-multiply, 2 rounds; "Prospecting for
 hash functions", 2018), chained over the words of the counter (key, epoch, step and purpose,

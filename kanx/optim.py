@@ -43,13 +43,20 @@ class Adam:
         self.param_groups = [{"params": list(params), "lr": lr, "betas": betas, "eps": eps}]
         self.state: dict = {}
         self.fused = fused
+        self.capturable = False  # make_capturable: static gradients, and step() is step_capturable()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """No gradients before a backward; once capturable, the static ones zeroed in place."""
         for p in self.param_groups[0]["params"]:
-            p.grad = None
+            if self.capturable:
+                p.grad.zero_()
+            else:
+                p.grad = None
 
     @torch.no_grad()
     def step(self) -> None:
+        if self.capturable:
+            return self.step_capturable()
         group = self.param_groups[0]
         (b1, b2), lr, eps = group["betas"], group["lr"], group["eps"]
         params = [p for p in group["params"] if p.grad is not None]
@@ -82,15 +89,25 @@ class Adam:
     @torch.no_grad()
     def make_capturable(self, device: torch.device) -> None:
         """State for every parameter, with one step counter on the device shared by all
-        (they always step together), so `step_capturable` makes no host sync and a CUDA
-        graph can replay it."""
+        (they always step together), and static gradients that every step accumulates into
+        (zero_grad zeroes them), so a step makes no host sync and a CUDA graph can replay it.
+        From here on `step` is `step_capturable`."""
         group = self.param_groups[0]
         steps = [s["step"] for s in self.state.values()]
         shared = (steps[0].detach().clone() if steps else torch.tensor(0.0)).to(device, torch.float64)
         for p in group["params"]:
             st = self.state.setdefault(p, {"exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)})
             st["step"] = shared
+            p.grad = torch.zeros_like(p)
         self._shared_step = shared
+        self.capturable = True
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        """Every tensor a step writes: the parameters, the moments and, once capturable, the
+        shared step counter (what a CUDA graph's warm-up must leave as it found it)."""
+        tensors = [p.data for p in self.param_groups[0]["params"]]
+        tensors += [s[k] for s in self.state.values() for k in ("exp_avg", "exp_avg_sq")]
+        return tensors + ([self._shared_step] if self.capturable else [])
 
     @torch.no_grad()
     def step_capturable(self) -> None:

@@ -145,7 +145,7 @@ class Trainer:
         self.streams = draws.streams(draws.member_keys(seeds).to(device))
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
-        self.epoch_graph = None  # kanx.graphs.EpochGraph, with train.cuda_graph
+        self.epoch_graph = None  # kanx.epoch_graph.EpochGraph, with train.cuda_graph
         self.epoch = 0  # the next epoch to run
         self.last_state: dict | None = None  # full_state() at the last epoch boundary train() passed: what a signal checkpoints
         self.steps = 0
@@ -197,35 +197,53 @@ class Trainer:
         if epoch in self.grid_epochs:
             model.update_grid(self.x, self.alive & self.grid_epochs[epoch])
         beta = torch.tensor(self.betas_at(epoch), dtype=torch.float32, device=self.device)
-        tau = self.tau_at(epoch)
-
-        bs, n_batches = cfg.batch_size, self.batches_per_epoch
-        perm, noise = self.epoch_draws(epoch, n_batches)
-        x, y = self.shuffled(perm)
-        dead = ~self.alive
         epoch_loss = torch.zeros(self.M, device=self.device)
         epoch_data = torch.zeros(self.M, device=self.device)
+        self.epoch_steps(epoch, beta, self.tau_at(epoch), self.alive, epoch_loss, epoch_data)
+        return self._finish_epoch(epoch_loss, epoch_data, self.batches_per_epoch)
+
+    def epoch_steps(self, epoch: int | torch.Tensor, beta: torch.Tensor, tau: float | torch.Tensor, alive: torch.Tensor,
+                    loss_sum: torch.Tensor, data_sum: torch.Tensor) -> None:
+        """Every step of an epoch: its draws (kanx.draws) and shuffle, then one ``step`` per
+        minibatch of train.batch_size (the last one partial), adding each step's L and L_data to
+        ``loss_sum`` and ``data_sum`` (M,). The eager epoch (run_epoch) and the whole-epoch graph
+        (kanx.epoch_graph) both run this: there ``epoch`` and ``tau`` are device tensors, the
+        optimizer is capturable, and nothing here waits for the host."""
+        bs, n_batches = self.train_cfg.batch_size, self.batches_per_epoch
+        perm, noise = self.epoch_draws(epoch, n_batches)
+        x, y = self.shuffled(perm)
         for b in range(n_batches):
-            xb, yb, u = x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b]
-            # sample gates -> forward -> loss
-            out, eta = model.sample(xb, u, tau)  # (M, E, B, P), (M, L) or None
-            loss = data_loss(out, yb, eta)
-            epoch_data += loss.detach()
-            if self.condition.edge_gates or self.condition.exits:
-                with_lc = total_loss(loss, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
-                loss = torch.where(self.uses_lc, with_lc, loss) if model.mixed else with_lc
-            # backward -> step
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.sum().backward()  # members share nothing, so each gets its own gradient
-            if dead.any():
-                self._freeze(dead)
-            self.optimizer.step()
-            epoch_loss += loss.detach()
-        return self._finish_epoch(epoch_loss, epoch_data, n_batches)
+            loss, data = self.step(x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b], beta, tau, alive)
+            loss_sum += loss
+            data_sum += data
+
+    def step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor, beta: torch.Tensor, tau: float | torch.Tensor,
+             alive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One optimizer step of every member ("Training and inference"), on its minibatch xb
+        (M, B, n_0), yb (M, B, n_L) with the step's noise u (M, n_noise):
+
+            L = L_data + beta * scale * L_C    (L_C only for the members where beta acts),
+
+        L_data = sum_k eta_k MSE_k through sampled egates and exit weights (GatedKAN.sample);
+        one backward (members share nothing, so each gets its own gradient); the members not
+        ``alive`` (M,) frozen; Adam. ``beta`` (M,); ``tau`` the epoch's tau_x. Returns (L, L_data)
+        (M,), detached."""
+        model = self.model
+        out, eta = model.sample(xb, u, tau)  # (M, E, B, P), (M, L) or None
+        data = data_loss(out, yb, eta)
+        loss = data
+        if self.condition.edge_gates or self.condition.exits:
+            with_lc = total_loss(data, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
+            loss = torch.where(self.uses_lc, with_lc, data) if model.mixed else with_lc
+        self.optimizer.zero_grad()
+        loss.sum().backward()
+        self._freeze(alive)
+        self.optimizer.step()
+        return loss.detach(), data.detach()
 
     def run_epochs(self, n: int) -> list[Progress]:
         """The next n epochs (fewer where training ends). Eagerly one by one; with
-        train.cuda_graph as whole-epoch graphs (kanx.graphs), in chunks that the host
+        train.cuda_graph as whole-epoch graphs (kanx.epoch_graph), in chunks that the host
         interrupts only where it must act: grid updates and the forward-connection switch."""
         end = min(self.epoch + n, self.train_cfg.epochs)
         if not self.train_cfg.cuda_graph:
@@ -246,7 +264,7 @@ class Trainer:
 
     def _graph_chunk(self, end: int) -> list[Progress]:
         """Epochs self.epoch .. end - 1 replayed with no host sync between them."""
-        from kanx.graphs import EpochGraph
+        from kanx.epoch_graph import EpochGraph
 
         first, cfg, model = self.epoch, self.train_cfg, self.model
         model.fc_enabled = self.condition.forward and fc_active(first, cfg.fc_warmup)
@@ -285,11 +303,18 @@ class Trainer:
                 m = state[key]
                 m.copy_(torch.where(members.view(-1, *[1] * (m.dim() - 1)), torch.zeros_like(m), m))
 
-    def _freeze(self, dead: torch.Tensor) -> None:
-        dead = dead.to(self.device)
-        for p in self.model.parameters():
-            if p.grad is not None:
-                p.grad[dead] = 0.0
+    def _freeze(self, alive: torch.Tensor) -> None:
+        """Zero the gradients of the members not ``alive``, so a diverged member stays where it
+        is. With a capturable optimizer (the epoch graph) every step masks, on the device and
+        NaN-safe (unlike a product); eagerly only once a member has diverged."""
+        if self.optimizer.capturable:
+            for p in self.optimizer.param_groups[0]["params"]:
+                p.grad.copy_(torch.where(alive.view(-1, *[1] * (p.dim() - 1)), p.grad, torch.zeros_like(p.grad)))
+        elif not alive.all():
+            dead = (~alive).to(self.device)
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    p.grad[dead] = 0.0
 
     # ---------------------------------------------------------------- train / evaluate
     def train(self, on_epoch: Callable[[Trainer, Progress], None] | None = None, host_every: Sequence[int] = ()) -> None:

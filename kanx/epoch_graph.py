@@ -14,6 +14,10 @@ counter, beta before and after the warmup, tau_x of the chunk's epochs, which me
 alive; Adam keeps its step count on the device (kanx.optim.Adam.step_capturable). Grid
 updates write the grid and coefficients in place, outside the graph, where it reads them.
 
+An epoch here is Trainer.epoch_steps, the eager epoch's own steps (Trainer.step), run on
+these buffers with Adam in its capturable form: the graph holds no second copy of the
+training step, and reads the pack through its public methods only.
+
 One graph per forward-connection state (the switch changes which edges exist). Capturing
 needs a warm-up epoch; it runs on a copy of the state, which is then restored, so capture
 leaves the trajectory untouched. Without CUDA (`capture=False`) the same epoch runs eagerly
@@ -23,8 +27,6 @@ on the same buffers: that is how the CPU tests check this path against the ordin
 from __future__ import annotations
 
 import torch
-
-from kanx.kan.objective import complexity, data_loss, total_loss
 
 
 class EpochGraph:
@@ -44,9 +46,7 @@ class EpochGraph:
         self.log_data = torch.zeros(max_chunk, M, device=device)
         self.log_alive = torch.zeros(max_chunk, M, dtype=torch.bool, device=device)
         self.graphs: dict[bool, torch.cuda.CUDAGraph] = {}
-        pack.optimizer.make_capturable(device)
-        for p in pack.optimizer.param_groups[0]["params"]:  # static gradients: every step accumulates into zeroed ones
-            p.grad = torch.zeros_like(p)
+        pack.optimizer.make_capturable(device)  # static gradients, the step counter on the device
 
     def run(self, first: int, n: int, alive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Epochs first .. first + n - 1, with no host sync between them. Returns each
@@ -66,36 +66,14 @@ class EpochGraph:
         return self.log_loss[:n].cpu(), self.log_data[:n].cpu(), self.log_alive[:n].cpu()
 
     def _epoch(self) -> None:
-        """One epoch of Trainer.run_epoch on the buffers, with no host sync."""
+        """One epoch on the buffers (Trainer.epoch_steps, as the eager epoch runs it), with no host sync."""
         pack = self.pack
-        n_batches, bs = pack.batches_per_epoch, pack.train_cfg.batch_size
-        perm, noise = pack.epoch_draws(self.epoch, n_batches)
-        x, y = pack.shuffled(perm)
         tau = self.tau.index_select(0, self.slot.view(1)).view(())
         beta = torch.where(self.epoch >= pack.train_cfg.warmup, self.beta_after, self.beta_before)
         self.epoch_loss.zero_()
         self.epoch_data.zero_()
-        for b in range(n_batches):
-            self._step(x[:, b * bs : (b + 1) * bs], y[:, b * bs : (b + 1) * bs], noise[b], beta, tau)
+        pack.epoch_steps(self.epoch, beta, tau, self.alive, self.epoch_loss, self.epoch_data)
         self._end_epoch()
-
-    def _step(self, xb: torch.Tensor, yb: torch.Tensor, u: torch.Tensor, beta: torch.Tensor, tau: torch.Tensor) -> None:
-        pack, model = self.pack, self.pack.model
-        out, eta = model.sample(xb, u, tau)
-        loss = data_loss(out, yb, eta)
-        self.epoch_data += loss.detach()
-        if pack.condition.edge_gates or pack.condition.exits:
-            with_lc = total_loss(loss, complexity(model, pack.costs, pack.exit_tau(tau)), beta, pack.scale)
-            loss = torch.where(pack.uses_lc, with_lc, loss) if model.mixed else with_lc
-        params = pack.optimizer.param_groups[0]["params"]
-        for p in params:
-            p.grad.zero_()
-        loss.sum().backward()
-        for p in params:  # a diverged member is frozen (NaN-safe, unlike a product)
-            alive = self.alive.view(-1, *[1] * (p.dim() - 1))
-            p.grad.copy_(torch.where(alive, p.grad, torch.zeros_like(p.grad)))
-        pack.optimizer.step_capturable()
-        self.epoch_loss += loss.detach()
 
     @torch.no_grad()
     def _end_epoch(self) -> None:
@@ -113,10 +91,7 @@ class EpochGraph:
 
     def _mutable_state(self) -> list[torch.Tensor]:
         """Every tensor an epoch writes: parameters, Adam's moments and step, the counters, logs."""
-        opt = self.pack.optimizer
-        tensors = [p.data for p in opt.param_groups[0]["params"]]
-        tensors += [s[k] for s in opt.state.values() for k in ("exp_avg", "exp_avg_sq")]
-        return [*tensors, opt._shared_step, self.epoch, self.slot, self.alive, self.epoch_loss, self.epoch_data,
+        return [*self.pack.optimizer.state_tensors(), self.epoch, self.slot, self.alive, self.epoch_loss, self.epoch_data,
                 self.log_loss, self.log_data, self.log_alive]
 
     def _capture(self) -> torch.cuda.CUDAGraph:
