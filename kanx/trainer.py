@@ -137,7 +137,8 @@ class Trainer:
         self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
         # L_C enters the loss of members with E or X only (beta acts through their gates).
-        self.uses_lc = torch.tensor([beta_acts(c) for c in self.conditions], device=device)
+        lc = [beta_acts(c) for c in self.conditions]
+        self.uses_lc, self.any_lc = torch.tensor(lc, device=device), any(lc)
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
@@ -232,7 +233,7 @@ class Trainer:
         out, eta = model.sample(xb, u, tau)  # (M, E, B, P), (M, L) or None
         data = data_loss(out, yb, eta)
         loss = data
-        if self.condition.edge_gates or self.condition.exits:
+        if self.any_lc:
             with_lc = total_loss(data, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
             loss = torch.where(self.uses_lc, with_lc, data) if model.mixed else with_lc
         self.optimizer.zero_grad()

@@ -58,6 +58,20 @@ def test_a_one_condition_pack_is_built_exactly_as_before():
     assert not hasattr(model.members, "own_edges") and not hasattr(model.members, "has_exits")
 
 
+def test_the_member_layout_says_what_is_whose_and_adds_nothing_to_the_state():
+    # kanx.kan.members: each member's edges, flags and noise slots are those of its condition alone
+    conditions = [Condition.from_name(c) for c in CONDITIONS]
+    model = GatedKAN(SPEC, conditions, seeds=list(range(8)))
+    own = model.members
+    assert not any(k.startswith("members.") for k in model.state_dict())
+    for m, c in enumerate(conditions):
+        alone = GatedKAN(SPEC, c, seeds=[m])
+        assert int(own.own_edges[m].sum()) == alone.n_edges and model.member_state_dict(m).keys() == alone.state_dict().keys()
+        assert int((own.egate_index[m] >= 0).sum()) == (alone.n_edges if c.edge_gates else 0)
+        assert int((own.exit_index[m] >= 0).sum()) == (alone.L if c.exits else 0)
+        assert (bool(own.has_edge_gates[m]), bool(own.has_exits[m])) == (c.edge_gates, c.exits)
+
+
 def test_member_checkpoints_are_in_their_own_layout_and_resume_in_any_pack():
     """A member checkpointed in a mixed pack resumes alone (and vice versa) exactly."""
     runs = mixed_runs()

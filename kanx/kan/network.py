@@ -13,7 +13,10 @@ x_cat^(k) = [x^(0), ..., x^(k)] with F, or x^(k) without, and holds
   - stage L-1 is the final trunk layer, which is exit L-1.
 Trunk layer k and exit head k read the same inputs, so they are one KANLayer whose output
 columns are [trunk | head]: pykan keeps one grid per input, and grid updates depend only
-on the input samples, so the merge changes nothing but the number of small ops.
+on the input samples, so the merge changes nothing but the number of small ops. The stages'
+shapes are kanx.kan.shapes.stage_shapes; which edges, parameters and noise belong to which
+member of a pack is the member layout's business (kanx.kan.members, ``GatedKAN.members``),
+so this module holds the equations only.
 """
 
 from __future__ import annotations
