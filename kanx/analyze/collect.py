@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -133,7 +134,19 @@ def rollout_test_rmse(record: dict, horizon: int | str) -> float | None:
                        f"{own} steps)")
 
 
-def _row(record: dict, path: str, rollout_horizon: int | str | None = None) -> dict:
+Horizon = int | str  # steps of each rollout, or "whole"
+Horizons = Horizon | Mapping[str, Horizon] | None
+
+
+def horizon_for(dataset: str, rollout_horizon: Horizons) -> Horizon | None:
+    """The rollout horizon a dataset is read at: one for all, one per dataset (a dataset not named
+    is read as recorded), or None (as recorded)."""
+    if isinstance(rollout_horizon, Mapping):
+        return rollout_horizon.get(dataset)
+    return rollout_horizon
+
+
+def _row(record: dict, path: str, rollout_horizon: Horizons = None) -> dict:
     for key in ("dataset", "condition", "seed", "status"):
         if record.get(key) is None:
             raise ValueError(f"no {key!r}")
@@ -144,8 +157,10 @@ def _row(record: dict, path: str, rollout_horizon: int | str | None = None) -> d
         raise ValueError(f"condition {condition!r} is not one of {', '.join(CONDITIONS)}")
     dataset = str(record["dataset"])
     metrics = record.get("metrics") or {}
-    if rollout_horizon is not None and "test_rmse_one_step" in metrics:  # a dynamical system's multi-step reading
-        metrics = {**metrics, "test_rmse": rollout_test_rmse(record, rollout_horizon)}
+    horizon = horizon_for(dataset, rollout_horizon)
+    # A dynamical system's multi-step reading; a failed or diverged run has no metric to read.
+    if horizon is not None and "test_rmse_one_step" in metrics and record["status"] in USABLE_STATUSES:
+        metrics = {**metrics, "test_rmse": rollout_test_rmse(record, horizon)}
     timing = record.get("timing") or {}
     status = str(record["status"])
     return {
@@ -251,12 +266,13 @@ def sort_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return order.drop(columns=["_g", "_c"]).reset_index(drop=True)
 
 
-def load_runs(root: str | Path, rollout_horizon: int | str | None = None) -> pd.DataFrame:
+def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iterable[str] | None = None) -> pd.DataFrame:
     """A row per completed record below ``root`` (columns: `RUN_COLUMNS`).
 
     ``rollout_horizon``: read the dynamical systems' test_rmse at rollouts of that many steps
-    (or ``"whole"``: the whole test segment) instead of as recorded (`rollout_test_rmse`); a
-    record without that reading is skipped and listed.
+    (or ``"whole"``: the whole test segment) instead of as recorded (`rollout_test_rmse`), one
+    horizon for all or a mapping dataset -> horizon (a dataset not in it: as recorded); a
+    record without that reading is skipped and listed. ``datasets``: only their records.
 
     ``usable`` marks the runs that enter medians and log-ratios (status ok or collapsed).
     ``attrs["skipped"]`` lists (path, reason) for records that do not count;
@@ -274,6 +290,8 @@ def load_runs(root: str | Path, rollout_horizon: int | str | None = None) -> pd.
             continue
         try:
             record = json.loads(path.read_text())
+            if datasets is not None and record.get("dataset") not in datasets:
+                continue
             row, setup = _row(record, rel, rollout_horizon), setup_of(record)
         except NotAtHorizon as exc:
             skipped.append((rel, f"not counted: {exc}"))

@@ -16,6 +16,7 @@ from . import published as pub
 from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians, ungated_structure_check
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
+from .readings import horizon_label, short_reading_section
 from .labels import (
     STATUSES,
     family_label,
@@ -110,9 +111,18 @@ def _figure_lines(stem: str, alt: str, formats: Sequence[str], numbers: str) -> 
     return [*lines, f"{figure}Numbers: {numbers}", ""]
 
 
-def _rollout_note(horizon) -> list[str]:
+def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
     if horizon is None:
         return []
+    if isinstance(horizon, Mapping):
+        shown = [d for d in datasets if d in horizon]
+        if not shown:
+            return []
+        each = "; ".join(f"{group_label(d)} at {horizon_label(horizon[d])}" for d in shown)
+        return [f"Multi-step test RMSE of the dynamical systems at the paper's reading (the default, `--rollout-horizon paper`): "
+                f"{each} tiling the test segment, from each record's rollout curve (settled on the Baseline and F rows, "
+                "docs/CALIBRATION.md); a record without that reading is skipped. kanx's own reading, the horizon each run was "
+                "trained with, has its own section at the end.", ""]
     reading = "one rollout over the whole test segment" if horizon == "whole" else f"rollouts of {horizon} steps tiling the test segment"
     return [f"Multi-step test RMSE of the dynamical systems read at {reading} (`--rollout-horizon {horizon}`), "
             "from each record's rollout curve; a record without that reading is skipped.", ""]
@@ -237,12 +247,15 @@ def build_artifacts(
     hv_tol: float = pub.HV_TOLERANCE,
     ref_scale: float = REF_SCALE,
     paper: bool = True,
+    short_runs: pd.DataFrame | None = None,
 ) -> Artifacts:
     """All tables, figures and the report for the run table ``runs`` (see `load_runs`).
 
     ``paper``: set the paper's published values (package data) beside every dataset that has
     them; ``published`` (a table of `read_published`) replaces or adds those of
-    ``published_dataset``, and ``published_hv`` compares that dataset's HV with given values."""
+    ``published_dataset``, and ``published_hv`` compares that dataset's HV with given values.
+    ``short_runs``: the dynamical systems' records at kanx's reading (as recorded), when ``runs``
+    reads them at another; they get a section of their own (`short_reading_section`)."""
     art = Artifacts()
     medians = seed_medians(runs)
     datasets = sort_datasets(medians["dataset"])
@@ -268,7 +281,7 @@ def build_artifacts(
         "",
         "## Records",
         "",
-        *_rollout_note(runs.attrs.get("rollout_horizon")),
+        *_rollout_note(runs.attrs.get("rollout_horizon"), datasets),
         _run_summary(runs),
         STATUS_TEXT,
         "",
@@ -427,6 +440,8 @@ def build_artifacts(
     lines += _paper_section(medians, hv, hv_detail, tables, sources, pub.paper_hv() if paper else None,
                             {published_dataset: published_hv} if published is not None and published_hv is not None else {},
                             published_hv_source, hv_tol, art)
+    if short_runs is not None:
+        lines += short_reading_section(runs[~runs["superseded"]], short_runs, formats, art.texts, art.figures, _figure_lines, _links)
 
     art.report = "\n".join(lines).rstrip("\n") + "\n"
     return art
