@@ -35,8 +35,10 @@ import numpy as np
 import pandas as pd
 
 from kanx.identity import ABSENT, ADDED_LATER, differing_keys, run_defining
+from kanx.manifest import read_manifest
 from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
+from kanx.vocab import MANIFEST as MANIFEST_NAME
 from kanx.vocab import RECORD as RECORD_NAME
 from kanx.vocab import RECORD_METRICS, RECORD_ROLLOUT, RECORD_TIMING, SCHEMA_VERSION
 
@@ -281,7 +283,7 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
     """
     root = Path(root)
     paths, skipped = find_records(root)
-    rows, mtimes, setups = [], [], []
+    rows, mtimes, setups, launched = [], [], [], launched_in_manifests(root)
     for path in paths:
         rel = path.relative_to(root).as_posix()
         problem = integrity_problem(path.parent)
@@ -292,6 +294,7 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
             record = json.loads(path.read_text())
             if datasets is not None and record.get("dataset") not in datasets:
                 continue
+            launched.append(_launched_cell(record))
             row, setup = _row(record, rel, rollout_horizon), setup_of(record)
         except NotAtHorizon as exc:
             skipped.append((rel, f"not counted: {exc}"))
@@ -312,7 +315,28 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
     runs.attrs["skipped"] = sorted(skipped)
     runs.attrs["config_mixes"] = mixes
     runs.attrs["rollout_horizon"] = rollout_horizon
+    # a tuple, not a frame: pandas compares attrs when it combines frames
+    runs.attrs["launched"] = tuple(sorted({c for c in launched if c is not None and (datasets is None or c[0] in datasets)}))
     return runs
+
+
+def _launched_cell(entry: dict) -> tuple[str, str, float] | None:
+    """(dataset, condition, beta) a record or a manifest entry names; None if it names none."""
+    try:
+        condition = str(entry["condition"])
+        return (str(entry["dataset"]), condition, canonical_beta(entry.get("beta"), condition)) if condition in CONDITIONS else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def launched_in_manifests(root: Path) -> list[tuple[str, str, float] | None]:
+    """The cells the sweep manifests below ``root`` list (kanx.manifest): what was launched,
+    finished or not."""
+    cells = []
+    for path in sorted(root.rglob(MANIFEST_NAME)):
+        manifest = read_manifest(path.parent)
+        cells += [_launched_cell(entry) for entry in (manifest or {}).get("runs", {}).values() if isinstance(entry, dict)]
+    return cells
 
 
 def active_runs(runs: pd.DataFrame) -> pd.DataFrame:

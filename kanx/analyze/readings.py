@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .aggregate import log_ratio_summary, log_ratios, seed_medians
+from .aggregate import log_ratio_summary, log_ratios, paired_panels, seed_medians
 from .figures import log_ratio_figure
 from .hypervolume import hv_table
 from .labels import GATED, family_label, group_label, sort_datasets, sort_families
@@ -111,8 +111,10 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
     split = {m: log_ratio_summary(log_ratios(short_runs, m), by="family") for m in ("test_rmse", "contributing_edges")}
     paper_rmse = log_ratio_summary(log_ratios(mine, "test_rmse"), by="family") if len(mine) else split["test_rmse"].iloc[0:0]
     stem = "figures/short/log_ratios"
-    figures[stem] = log_ratio_figure(split["test_rmse"], split["contributing_edges"], families, family_label,
-                                     max_cols=max(len(families), 1), title="kanx's reading (short rollouts)")
+    panels = paired_panels(split, families)
+    if panels:
+        figures[stem] = log_ratio_figure(split["test_rmse"], split["contributing_edges"], panels, family_label,
+                                         max_cols=len(panels), title="kanx's reading (short rollouts)")
     both = _ratio_rows(paper_rmse, split["test_rmse"])
     texts["tables/short/log_ratios.csv"] = both.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
     table = [[family_label(r.panel), r.condition, format_beta(r.beta), _fmt(r.mean_paper, r.sem_paper), _fmt(r.mean_short, r.sem_short)]
@@ -121,8 +123,9 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
         ["Family", "Cond.", "β", "log10 RMSE ratio, paper's reading", "log10 RMSE ratio, kanx's reading"], table, "lllrr")
     lines += ["Log-ratios to the Baseline at kanx's reading (as in the section on accuracy and size above; edges do not depend "
               "on the reading):", "",
-              *figure_lines(stem, "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline, kanx's reading", formats,
-                            links("tables/short/log_ratios", ("md", "csv"))),
+              *(figure_lines(stem, "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline, kanx's reading", formats,
+                             links("tables/short/log_ratios", ("md", "csv"))) if panels else
+                ["No figure: no condition has a Baseline run of the same seed to pair with.", ""]),
               "The RMSE log-ratio at both readings (mean ± SEM over seed pairs; negative: higher RMSE than the Baseline):", "",
               texts["tables/short/log_ratios.md"], ""]
     hidden = hidden_losses(both)

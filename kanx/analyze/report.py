@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from . import published as pub
-from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians, ungated_structure_check
+from .aggregate import log_ratio_summary, log_ratios, missing_cells, paired_panels, seed_medians, ungated_structure_check
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
 from .readings import horizon_label, short_reading_section
@@ -66,6 +66,11 @@ and counted, when either run is missing or not usable, or when either value is 0
 (e.g. the 0 edges of a collapsed run). Error bars: +-1 SEM (sample std, ddof=1, over the \
 pairs / sqrt(pairs)); none with fewer than two pairs. Nguyen is pooled over all pairs of its \
 problems. Cells read (pairs/runs)."""
+
+
+NO_PAIRS_TEXT = """\
+No figure: no condition here has a Baseline run of the same dataset and seed to pair with (analyse \
+the sweeps together with their Baseline, e.g. the whole results root)."""
 
 
 CONFIG_MIX_TEXT = """\
@@ -371,21 +376,23 @@ def build_artifacts(
         index=False, float_format=CSV_FLOAT, lineterminator="\n"
     )
     art.texts["tables/log_ratios.md"] = log_ratio_markdown(*pooled.values(), family_label)
-    art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), families, family_label, max_cols=max(len(families), 1))
-    lines += [
-        "## Accuracy and size relative to the baseline",
-        "",
-        LOG_RATIO_TEXT,
-        "",
-        *_figure_lines(
+    panels = paired_panels(pooled, families)
+    lines += ["## Accuracy and size relative to the baseline", "", LOG_RATIO_TEXT, ""]
+    if panels:
+        art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), panels, family_label, max_cols=max(len(panels), 1))
+        lines += _figure_lines(
             "figures/log_ratios",
             "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline",
             formats,
             _links("tables/log_ratios", ("md", "csv")) + " · per seed: [csv](tables/log_ratios_per_seed.csv)",
-        ),
-        art.texts["tables/log_ratios.md"],
-    ]
-    if nguyen:
+        )
+    else:
+        lines += [NO_PAIRS_TEXT, "", "Numbers: " + _links("tables/log_ratios", ("md", "csv")), ""]
+    if len(panels) < len(families):
+        lines += ["Not drawn (no condition paired with a Baseline run of the same seed): "
+                  + ", ".join(family_label(f) for f in families if f not in panels) + ".", ""]
+    lines.append(art.texts["tables/log_ratios.md"])
+    if nguyen and "nguyen" in panels:
         nguyen_split = {m: r[r["family"] == "nguyen"] for m, r in split.items()}
         per = {m: log_ratio_summary(r, by="dataset") for m, r in nguyen_split.items()}
         art.texts["tables/log_ratios_nguyen.csv"] = pd.concat(per.values(), ignore_index=True).to_csv(
@@ -393,7 +400,7 @@ def build_artifacts(
         )
         art.texts["tables/log_ratios_nguyen.md"] = log_ratio_markdown(*per.values(), problem_label)
         art.figures["figures/log_ratios_nguyen"] = log_ratio_figure(
-            *per.values(), nguyen, lambda d: f"Nguyen {problem_label(d)}", max_cols=5
+            *per.values(), paired_panels(per, nguyen), lambda d: f"Nguyen {problem_label(d)}", max_cols=5
         )
         lines += [
             "Nguyen, per problem:",
