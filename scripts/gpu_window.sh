@@ -124,7 +124,7 @@ say "train.cuda_graph=$GRAPH"
 # 2b. Measurements before training (KANX_WINDOW_BENCH=1): each bounded, each written to $OUT.
 bench_paper() {  # bench_paper SECONDS: the whole-paper estimate (100 steps per pack make-up, the mixed plan) -> $OUT/bench-paper.txt
   local graph_flag=--no-cuda-graph; [ "$GRAPH" = true ] && graph_flag=--cuda-graph
-  timeout "$1" $PY scripts/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" --no-per-sweep \
+  timeout "$1" $PY scripts/benchmarks/bench_paper.py --device "$DEVICE" --steps 100 --no-compile $graph_flag --group all --pack-size "$PACK" --no-per-sweep \
     "${BENCH_SETS[@]}" >"$OUT/bench-paper.txt" 2>&1
 }
 BENCH_SETS=(); [ "$SCALE" = full ] || BENCH_SETS=(--datasets nguyen_f1)  # full: bench_paper.py's default, the whole paper
@@ -132,13 +132,13 @@ PAPER_DONE=0
 BENCH=${KANX_WINDOW_BENCH:-1}; [ "$BENCH" = 1 ] && BENCH=draws,bench,paper; [ "$BENCH" = 0 ] && BENCH=
 wants() { [[ ",$BENCH," == *",$1,"* ]]; }
 if wants draws; then
-  timeout 60 $PY scripts/bench_draws.py --device "$DEVICE" --repeats 10 >"$OUT/bench-draws.txt" 2>&1
+  timeout 60 $PY scripts/benchmarks/bench_draws.py --device "$DEVICE" --repeats 10 >"$OUT/bench-draws.txt" 2>&1
   say "bench-draws (exit $?): $(tail -1 "$OUT/bench-draws.txt")"
 fi
 if wants bench; then
   bench_graph=(); [ "$GRAPH" = true ] && bench_graph=(--cuda-graph)
   # --no-compile: torch.compile's warm-up took 88 s for one cell on an H100 (2026-11-27), the window's training runs without it
-  timeout 170 $PY scripts/bench.py --device "$DEVICE" --quick --no-compile --no-eager-row --threads "$(nproc)" --pack-sizes 1 70 160 624 "${bench_graph[@]}" >"$OUT/bench.txt" 2>&1
+  timeout 170 $PY scripts/benchmarks/bench.py --device "$DEVICE" --quick --no-compile --no-eager-row --threads "$(nproc)" --pack-sizes 1 70 160 624 "${bench_graph[@]}" >"$OUT/bench.txt" 2>&1
   say "bench (exit $?): $(grep -E '^\| kanx' "$OUT/bench.txt" | tr '\n' ' ')"
 fi
 if wants paper; then
