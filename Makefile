@@ -43,7 +43,7 @@ formula: install ## Symbolic formula of the default run (after make run): formul
 test: install ## Fast test suite (includes one small real sweep through the CLI)
 	$(PY) -m pytest
 
-test-full: install ## Every test, the slow ones included (not the SLURM ones)
+test-full: install ## Every test, the slow ones and the offline GPU job's dry runs included (not the SLURM ones)
 	$(PY) -m pytest -m "not slurm"
 
 test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and the benchmark on the GPU

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=False, help="train.cuda_graph (CUDA only; default off)")
     ap.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
     ap.add_argument("--per-sweep", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time the per-sweep packing the headline compares with (default on; off halves a GPU window's share)")
+                    help="also time the per-sweep packing the headline compares with (default on; off halves a time-boxed GPU job's share)")
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
