@@ -237,7 +237,7 @@ def report(a) -> int:
     text += rollout_section(results)
     text += exit_gate_section(results, pub)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    notes = ROOT / "docs" / "calibration-notes.md"
+    notes = ROOT / "docs" / "journal" / "calibration-notes.md"
     if notes.exists():
         text += ["---", "", notes.read_text()]
     Path(a.out).write_text("\n".join(text))
