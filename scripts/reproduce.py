@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pack-size", type=int, default=None, help="packed launcher: most runs per pack (default: train.pack_size)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=True,
-                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a GPU window)")
+                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a time-boxed job on an offline GPU node)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
     a = p.parse_intermixed_args(argv)  # options may follow the overrides
     for d in a.datasets:

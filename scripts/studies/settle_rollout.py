@@ -10,7 +10,7 @@ median). The rung to take has the most rows inside their ranges, then the smalle
 |log ratio| (a row that misses its range at every rung, as a condition kanx trains better
 than the paper did, so weighs only through its distance). Prints markdown; writes nothing.
 
-    python scripts/settle_rollout.py [RESULTS] [--datasets ikeda ecosystem]
+    python scripts/studies/settle_rollout.py [RESULTS] [--datasets ikeda ecosystem]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 from kanx.analyze.published import paper_published  # noqa: E402
 from kanx.vocab import RECORD_ROLLOUT  # noqa: E402

@@ -1,14 +1,20 @@
-"""scripts/gpu_window.sh on this CPU at smoke scale: what a GPU window runs, checked where no GPU
-is needed. A window is about 15 minutes of borrowed device time, so the script must refuse bad
-input before it trains, and a second call on the same warm machine must not lose or redo the
-first call's work (the device tool's sync removes record files the tree here lacks)."""
+"""scripts/offline_gpu/run.sh on this CPU at smoke scale: what the time-boxed job on an offline GPU
+node runs, checked where no GPU is needed. The job has a short wall-clock budget, so the script must
+refuse bad input before it trains, and a second run on the same node must not lose or redo the
+first run's work (a copy step that syncs the tree removes record files the tree being copied lacks).
+
+Marked `offline_gpu`, outside the default tier (each training test takes minutes on a CPU):
+`pytest -m offline_gpu tests/test_offline_gpu.py`, or `make test-full`."""
 
 import os
 import subprocess
 import sys
 import tarfile
 
+import pytest
 from helpers import ROOT
+
+pytestmark = pytest.mark.offline_gpu
 
 
 def window(tmp_path, out: str, phases: str) -> subprocess.CompletedProcess:
@@ -17,7 +23,7 @@ def window(tmp_path, out: str, phases: str) -> subprocess.CompletedProcess:
         "KANX_WINDOW_TESTS": "0", "KANX_WINDOW_BENCH": "0", "KANX_WINDOW_JOBS": "1", "KANX_WINDOW_BENCH_MIN": "100000", "KANX_WINDOW_PHASES": phases,
         "KANX_WINDOW_RESULTS": str(tmp_path / "results"), "KANX_WINDOW_KEEP": str(tmp_path / "keep"), "OUT": str(tmp_path / out),
     }
-    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_window.sh"), "300"], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(["bash", str(ROOT / "scripts" / "offline_gpu" / "run.sh"), "300"], env=env, capture_output=True, text=True, timeout=600)
 
 
 def members(archive, name: str) -> list[str]:
@@ -40,20 +46,20 @@ def test_a_second_call_keeps_the_first_calls_records_and_curves(tmp_path):
     assert len(members(tmp_path / "out1" / "curves.tgz", "metrics.csv.gz")) == 26  # finished runs: gzipped curves
     assert not members(tmp_path / "out1" / "curves.tgz", "metrics.csv")
 
-    # What the device tool's sync does before the next call: files git does not ignore are gone.
+    # What a copy step that syncs the tree does before the next run: files git does not ignore are gone.
     for path in (tmp_path / "results").rglob("*"):
         if path.name in ("record.json", "done", "metrics.csv", "metrics.csv.gz"):
             path.unlink()
     second = window(tmp_path, "out2", "nguyen_f1@0")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "restored 26 finished runs" in second.stdout
-    assert "nguyen_f1@0: exit 0" in second.stdout and "0 runs finished in this window so far" in second.stdout
+    assert "nguyen_f1@0: exit 0" in second.stdout and "0 runs finished in this job so far" in second.stdout
     assert len(list((tmp_path / "results").rglob("metrics.csv.gz"))) == 26
 
 
 def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_path):
-    """scripts/gpu_stash.sh: `out` sets aside every file under results/ a window does not read
-    (other results roots, curves, analysis, logs) so the tree fits the device tool's 64 MiB, and
+    """scripts/offline_gpu/stash.sh: `out` sets aside every file under results/ the job does not read
+    (other results roots, curves, analysis, logs) so the tree fits the copy step's 64 MiB, and
     refuses a second `out`; `back` restores them, splicing a curve written meanwhile onto the
     set-aside rows and leaving any other clash in .stash/ (exit 1), never deleting one. Curves
     of either form (a finished run's metrics.csv.gz) travel alike."""
@@ -61,8 +67,8 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
     import shutil
 
     repo = tmp_path / "repo"
-    (repo / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "gpu_stash.sh", repo / "scripts")
+    (repo / "scripts" / "offline_gpu").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "offline_gpu" / "stash.sh", repo / "scripts" / "offline_gpu")
     run0, run1, run2 = (f"results/paper/d/E/default/beta=0.1,seed={s}" for s in range(3))
     files = {
         f"{run0}/record.json": "{}", f"{run0}/done": "x",
@@ -83,15 +89,15 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
     env = os.environ | {"PYTHON": sys.executable}
 
     def stash(verb):
-        return subprocess.run(["bash", "scripts/gpu_stash.sh", verb], cwd=repo, capture_output=True, text=True, env=env)
+        return subprocess.run(["bash", "scripts/offline_gpu/stash.sh", verb], cwd=repo, capture_output=True, text=True, env=env)
 
     out = stash("out")
     assert out.returncode == 0, out.stderr
     assert "set aside 7 files" in out.stdout and "MiB of 64" in out.stdout
     left = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and ".stash" not in p.parts}
-    assert left == {f"{run0}/record.json", f"{run0}/done", "kanx/__init__.py", "scripts/gpu_stash.sh", ".gitignore"}
+    assert left == {f"{run0}/record.json", f"{run0}/done", "kanx/__init__.py", "scripts/offline_gpu/stash.sh", ".gitignore"}
     again = stash("out")
-    assert again.returncode == 1 and "run 'bash scripts/gpu_stash.sh back' first" in again.stderr
+    assert again.returncode == 1 and "run 'bash scripts/offline_gpu/stash.sh back' first" in again.stderr
 
     # Meanwhile run 1 resumed here from its epoch-4 checkpoint, without its curve, and a report was written again.
     (repo / run1 / "metrics.csv").write_text("epoch,loss\n6,0.25\n8,0.125\n")

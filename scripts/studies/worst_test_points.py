@@ -1,7 +1,7 @@
 """Where a run's test error comes from: its worst test samples, their share of the squared
 error, and whether the inputs of each stage lie inside what the stage saw in training.
 
-    python scripts/worst_test_points.py RUN_DIR [--top 3]
+    python scripts/studies/worst_test_points.py RUN_DIR [--top 3]
 
 RUN_DIR is a finished run's folder with its weights (model.pt; weights are not kept in git, so
 this runs where the run was trained). A run whose test RMSE is far from its cell's median with

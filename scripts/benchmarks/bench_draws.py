@@ -4,7 +4,7 @@ noise in turn, on the host) against kanx.draws (every member at once, as tensor 
 the pack's device). Both are measured in this run, interleaved; prints milliseconds per epoch
 and the ratio; nothing is written.
 
-    python scripts/bench_draws.py [--device cpu|cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--repeats 20]
+    python scripts/benchmarks/bench_draws.py [--device cpu|cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--repeats 20]
 
 The pack is what `kanx-reproduce --group all` would train for these datasets and seeds (Nguyen
 F1 to F8, seeds 0 to 2: 624 members, 8 batches an epoch).
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 
 def generator_draws(generators, n: int, n_batches: int, widths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
-    os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     from kanx.kan.spec import member_generators
     from kanx.plan import sweep_jobs
     from kanx.runner import make_packs, pack_data, prepare_jobs

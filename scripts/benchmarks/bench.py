@@ -1,6 +1,6 @@
 """Speed benchmark: kanx packed training against pykan 0.2.8 in speed mode, in one run.
 
-    python scripts/bench.py [--quick] [--threads N] [--compile/--no-compile] [--device cpu|cuda] [--profile]
+    python scripts/benchmarks/bench.py [--quick] [--threads N] [--compile/--no-compile] [--device cpu|cuda] [--profile]
     make bench                        (installs the bench extra, then runs this)
 
 Workloads (issue "Packed training ... and a benchmark against pykan"):
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout, installed or not
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout, installed or not
 
 PYKAN_VERSION = "0.2.8"
 INSTALL_HINT = "pykan is not installed: run `make bench` (installs the bench extra, pip install -e '.[bench]'), or pip install pykan==0.2.8 sympy scikit-learn pyyaml tqdm"
@@ -127,7 +127,7 @@ class Baseline:
     """
 
     def __init__(self, rev: str):
-        repo = Path(__file__).resolve().parents[1]
+        repo = Path(__file__).resolve().parents[2]
         self.rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", rev], check=True, capture_output=True, text=True).stdout.strip()
         self.dir = tempfile.mkdtemp(prefix=f"kanx-{self.rev}-")
         archive = subprocess.run(["git", "-C", str(repo), "archive", self.rev, "kanx"], check=True, capture_output=True).stdout

@@ -3,7 +3,7 @@ kanx.kan.spline.fit_coefficients: the plain pinv of every tall N x C system, and
 systems reduced by QR to C x C first (the default on CUDA). Prints seconds per update and the
 ratio; nothing is written.
 
-    python scripts/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--conditions EFX ...] [--host]
+    python scripts/benchmarks/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--conditions EFX ...] [--host]
 
 The pack is what `scripts/reproduce.py --group all` would train for these datasets and seeds
 (Nguyen F1 to F8, seeds 0 to 2: 624 members); each path is timed on a fresh copy of it.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", action="store_true", help="also time the per-epoch host work that grows with M: "
                     "Trainer.epoch_draws (every member's order and noise) and full_state")
     a = ap.parse_args(argv)
-    os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     import kanx.kan.layer as layer
     from kanx.kan.spline import fit_coefficients
     from kanx.plan import sweep_jobs

@@ -1,6 +1,6 @@
 """How the multi-step test RMSE of a dynamical dataset depends on the rollout protocol.
 
-    python scripts/rollout_probe.py RUN_DIR|ROOT ... [--max-horizon 60] [--out DIR]
+    python scripts/studies/rollout_probe.py RUN_DIR|ROOT ... [--max-horizon 60] [--out DIR]
 
 For each finished run (Ikeda or Ecosystem) this rebuilds its test segment and free-runs the
 trained model from *every* test state that leaves room for --max-horizon steps, then prints
@@ -14,7 +14,7 @@ trained model from *every* test state that leaves room for --max-horizon steps, 
 
 A ROOT argument stands for every finished run under it. With --out DIR it writes
 protocols.csv (one row per run and protocol), curve.csv (RMSE after h steps per run) and
-curve.png (the standardized curves, one line per run); scripts/calibrate.py reads the CSVs.
+curve.png (the standardized curves, one line per run); scripts/studies/calibrate.py reads the CSVs.
 models (model.pt) are not committed, so the CSVs are the committed evidence.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kanx.data.dynamics import free_run  # noqa: E402
 from kanx.load import load_run, rebuild_dataset  # noqa: E402

@@ -1,7 +1,7 @@
 """Whole-paper cost estimate: time a few hundred steps of every pack `make reproduce-tables`
 (full scale) would train, on this device, and add grid updates and evaluation.
 
-    python scripts/bench_paper.py [--steps 200] [--device cpu|cuda] [--threads N]
+    python scripts/benchmarks/bench_paper.py [--steps 200] [--device cpu|cuda] [--threads N]
                                   [--group all] [--pack-size N] [--datasets ...]
     make bench-paper
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 from kanx.vocab import CONDITIONS as _CONDITIONS  # noqa: E402
 from kanx.vocab import PAPER_DATASETS, condition_option  # noqa: E402
@@ -119,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=False, help="train.cuda_graph (CUDA only; default off)")
     ap.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
     ap.add_argument("--per-sweep", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time the per-sweep packing the headline compares with (default on; off halves a GPU window's share)")
+                    help="also time the per-sweep packing the headline compares with (default on; off halves a time-boxed GPU job's share)")
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
     torch._dynamo.config.recompile_limit = 1024  # one compile per (stage, batch, M) shape
-    os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     from kanx.plan import sweep_jobs
     from kanx.runner import make_packs, prepare_jobs
     from kanx.trainer import describe_device
