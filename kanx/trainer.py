@@ -232,7 +232,7 @@ class Trainer:
             eta = model.exit_weights(u[:, n_gate:], tau)
             loss = data_loss(out, yb, eta)
             epoch_data += loss.detach()
-            if self.condition.edge_gates or self.condition.exits:
+            if self.condition.beta_acts:
                 with_lc = total_loss(loss, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
                 loss = torch.where(self.uses_lc, with_lc, loss) if model.mixed else with_lc
             # backward -> step
