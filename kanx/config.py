@@ -321,14 +321,6 @@ def check_against_data(run: RunConfig, n_train: int) -> None:
                           "train.complexity_scale=mdl_batch then multiplies L_C by log(1)/1 = 0: use train.batch_size >= 2")
 
 
-def check_device(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("device=cuda but torch finds no CUDA device: use device=cpu or device=auto")
-
-
 def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:
     """Fill a null width as [n_in, 5, 5, n_out]; otherwise its ends must match the data."""
     if not run.model.width:

@@ -23,11 +23,11 @@ import torch
 from tqdm.auto import tqdm
 
 from kanx import records, vocab
+from kanx.checks import resolve_device
 from kanx.config import (
     RunConfig,
     check_against_data,
     check_beta,
-    check_device,
     check_width,
     config_differences,
     config_hash,
@@ -39,7 +39,7 @@ from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.load import model_file, read_model_file
 from kanx.manifest import write_manifests
-from kanx.trainer import Trainer, describe_device, resolve_device
+from kanx.trainer import Trainer, describe_device
 from kanx.vocab import CONDITIONS
 
 log = logging.getLogger("kanx")
@@ -93,7 +93,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         container.pop("hydra", None)
         run = run_config_from(container)
         check_beta(run)
-        check_device(run.device)
+        resolve_device(run.device)  # device=cuda without one: refused here, before any compute
         ds = load_data(run)
         check_against_data(run, ds.n_train)
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])

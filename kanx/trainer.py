@@ -78,16 +78,6 @@ def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[in
     return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count) if s + i * train.grid_update_every < train.epochs)
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        from kanx.errors import ConfigError
-
-        raise ConfigError("device=cuda but torch finds no CUDA device: use device=cpu or device=auto")
-    return torch.device(device)
-
-
 def describe_device(device: torch.device) -> str:
     """What a record says it trained on: 'cpu', or 'cuda' with the card's name."""
     if device.type == "cuda":
