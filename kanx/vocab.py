@@ -80,6 +80,7 @@ def family_of(dataset: str) -> str:
 
 
 # ---------------------------------------------------------------- runs and records
+RESULTS_ROOT = "outputs"  # results_root's default: records go to <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..
 # Run statuses, in report order. A collapsed model (no contributing edge left) is a real, if
 # constant, predictor with 0 edges and depth 0, so it counts; diverged and failed runs have no
 # trustworthy metrics and stay out of medians and log-ratios.
