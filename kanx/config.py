@@ -21,7 +21,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from kanx.cli import prog
 from kanx.errors import ConfigError
-from kanx.identity import ADDED_LATER, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
+from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
 from kanx.vocab import RESULTS_ROOT, Condition, folder_tag
@@ -128,7 +128,8 @@ def config_defaults() -> dict:
 
 def register_resolvers() -> None:
     """What composing conf/ needs, registered before Hydra composes; idempotent: the resolvers its
-    YAML uses, and the node `kanx_defaults` (config_defaults) in Hydra's ConfigStore."""
+    YAML uses, and the node `kanx_defaults` (config_defaults, with Hydra's exclude_keys for the
+    sweep folder's tag: identity.TAG_EXCLUDED) in Hydra's ConfigStore."""
     from hydra.core.config_store import ConfigStore
 
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
@@ -136,7 +137,8 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
     OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)  # conf/hydra/help: the command as typed
-    ConfigStore.instance().store(name="kanx_defaults", node=config_defaults(), provider="kanx")
+    tag = {"hydra": {"job": {"config": {"override_dirname": {"exclude_keys": list(TAG_EXCLUDED)}}}}}
+    ConfigStore.instance().store(name="kanx_defaults", node={**config_defaults(), **tag}, provider="kanx")
 
 
 def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:

@@ -186,6 +186,18 @@ def test_the_config_checks_hold_no_inline_default():
     assert not fallbacks, fallbacks
 
 
+# ---------------------------------------------------------------- keys that do not define a run
+
+
+def test_one_list_of_keys_left_out_of_the_hash_and_the_tag():
+    from kanx.identity import NAMED_BY_PATH, NOT_RUN_DEFINING, TAG_EXCLUDED
+
+    exclude = list(composed(hydra=True).hydra.job.config.override_dirname.exclude_keys)
+    assert exclude == list(TAG_EXCLUDED) == [*NAMED_BY_PATH, *NOT_RUN_DEFINING]
+    tag = composed("+condition=E", "dataset.betas=[0.1]", "train.pack_size=5", "device=cpu", "train.epochs=3", hydra=True).hydra.job.override_dirname
+    assert tag == "train.epochs=3"  # the beta list, like the other keys that define no run, names no folder
+
+
 def test_committed_gated_records_are_what_their_commands_compose_now():
     """The hash of a committed record's config is what its command composes today (one sweep per
     dataset, the gated conditions in turn; test_faults_config checks Baseline and F): moving the
