@@ -268,7 +268,7 @@ def with_defaults(c: dict) -> dict:
     out = {key: dict(value) if isinstance(value, dict) else value for key, value in c.items()}
     for section, default in defaults.items():
         if not isinstance(default, dict):
-            out.setdefault(section, ADDED_LATER.get(section, default))
+            out.setdefault(section, default)
             continue
         node = out[section] = dict(out.get(section) or {})
         for key, value in default.items():
