@@ -16,7 +16,7 @@ DATASETS ?=
 LAUNCHER ?= packed
 RESULTS  ?=
 OVERRIDES ?=
-GROUP    ?= auto
+GROUP    ?=
 PACK_SIZE ?=
 
 .PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
@@ -58,7 +58,7 @@ lint: install ## ruff
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
 
 reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n] [GROUP=auto|all|condition|sweep] [PACK_SIZE=n]
-	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) --group $(GROUP) \
+	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) $(if $(GROUP),--group $(GROUP)) \
 	  $(if $(PACK_SIZE),--pack-size $(PACK_SIZE)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
 analyze: install ## Analysis only: python -m kanx.analyze RESULTS (RESULTS=dir, default outputs/paper)

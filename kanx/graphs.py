@@ -87,7 +87,7 @@ class EpochGraph:
         eta = model.exit_weights(u[:, n_gate:], tau)
         loss = data_loss(out, yb, eta)
         self.epoch_data += loss.detach()
-        if pack.condition.edge_gates or pack.condition.exits:
+        if pack.condition.beta_acts:
             with_lc = total_loss(loss, complexity(model, pack.costs, pack.exit_tau(tau)), beta, pack.scale)
             loss = torch.where(pack.uses_lc, with_lc, loss) if model.mixed else with_lc
         params = pack.optimizer.param_groups[0]["params"]

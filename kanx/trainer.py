@@ -78,16 +78,6 @@ def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[in
     return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count) if s + i * train.grid_update_every < train.epochs)
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        from kanx.errors import ConfigError
-
-        raise ConfigError("device=cuda but torch finds no CUDA device: use device=cpu or device=auto")
-    return torch.device(device)
-
-
 def describe_device(device: torch.device) -> str:
     """What a record says it trained on: 'cpu', or 'cuda' with the card's name."""
     if device.type == "cuda":
@@ -232,7 +222,7 @@ class Trainer:
             eta = model.exit_weights(u[:, n_gate:], tau)
             loss = data_loss(out, yb, eta)
             epoch_data += loss.detach()
-            if self.condition.edge_gates or self.condition.exits:
+            if self.condition.beta_acts:
                 with_lc = total_loss(loss, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
                 loss = torch.where(self.uses_lc, with_lc, loss) if model.mixed else with_lc
             # backward -> step

@@ -316,10 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     if version != PYKAN_VERSION:
         print(f"warning: pykan {version} installed, the reference is pykan {PYKAN_VERSION}", file=sys.stderr)
 
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("--device cuda: torch finds no CUDA device", file=sys.stderr)
+    from kanx.checks import resolve_device
+    from kanx.errors import ConfigError
+
+    try:
+        device = resolve_device(args.device)
+    except ConfigError as e:
+        print(f"--device {args.device}: {e}", file=sys.stderr)
         return 1
-    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     # One process times every (layer, batch, M) shape; a training process sees a handful.
     # Raise dynamo's per-function recompile limit so no shape falls back to eager here.

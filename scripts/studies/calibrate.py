@@ -133,8 +133,9 @@ def current_defaults() -> dict[str, str]:
     from omegaconf import OmegaConf
 
     from kanx.confdir import conf_dir
+    from kanx.config import config_defaults
 
-    conf = OmegaConf.merge(OmegaConf.load(conf_dir() / "config.yaml"), OmegaConf.load(conf_dir() / "dataset" / "concrete.yaml"))
+    conf = OmegaConf.merge(config_defaults(), OmegaConf.load(conf_dir() / "dataset" / "concrete.yaml"))
     data_seed = conf.dataset.data_seed
     return {"train.complexity_scale": conf.train.complexity_scale,
             "dataset.standardize_targets": str(conf.dataset.standardize_targets).lower(),
