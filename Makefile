@@ -16,7 +16,7 @@ DATASETS ?=
 LAUNCHER ?= packed
 RESULTS  ?=
 OVERRIDES ?=
-GROUP    ?= auto
+GROUP    ?=
 PACK_SIZE ?=
 
 .PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
@@ -43,13 +43,13 @@ formula: install ## Symbolic formula of the default run (after make run): formul
 test: install ## Fast test suite (includes one small real sweep through the CLI)
 	$(PY) -m pytest
 
-test-full: install ## Every test, the slow ones included (not the SLURM ones)
+test-full: install ## Every test, the slow ones and the offline GPU job's dry runs included (not the SLURM ones)
 	$(PY) -m pytest -m "not slurm"
 
 test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and the benchmark on the GPU
 	$(PY) -m pytest tests/test_cuda.py -rs
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) scripts/bench.py --device cuda --quick
+	$(PY) scripts/benchmarks/bench.py --device cuda --quick
 
 test-slurm: install ## Tests against a real local SLURM cluster (root; ../shared/slurm)
 	$(PY) -m pytest -m slurm -rs
@@ -58,24 +58,24 @@ lint: install ## ruff
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
 
 reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n] [GROUP=auto|all|condition|sweep] [PACK_SIZE=n]
-	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) --group $(GROUP) \
+	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) $(if $(GROUP),--group $(GROUP)) \
 	  $(if $(PACK_SIZE),--pack-size $(PACK_SIZE)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
 analyze: install ## Analysis only: python -m kanx.analyze RESULTS (RESULTS=dir, default outputs/paper)
 	$(PY) -m kanx.analyze $(or $(RESULTS),outputs/paper)
 
 docs-calibration: install ## docs/CALIBRATION.md from the records under results/calibration
-	$(PY) scripts/calibrate.py report
+	$(PY) scripts/studies/calibrate.py report
 
 docs-reproduction: install ## docs/REPRODUCTION.md: Concrete (results/paper-refit256, results/paper) vs the published values, and the other families
 	$(PY) scripts/reproduction_doc.py
 
 bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra); BASELINE=REV also times kanx of commit REV
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) scripts/bench.py $(if $(BASELINE),--baseline-commit $(BASELINE))
+	$(PY) scripts/benchmarks/bench.py $(if $(BASELINE),--baseline-commit $(BASELINE))
 
 bench-paper: install ## Whole-paper cost estimate on this device: mixed packs vs one sweep per pack [DEVICE=cpu|cuda] [PACK_SIZE=n]
-	$(PY) scripts/bench_paper.py --device $(or $(DEVICE),cpu) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
+	$(PY) scripts/benchmarks/bench_paper.py --device $(or $(DEVICE),cpu) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
 
 clean: ## Remove caches (keeps .venv and outputs/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

@@ -1,15 +1,34 @@
-"""Checks of the machine before any compute: can the results be written, and does a pack
-fit in memory. Both fail with a one-line ConfigError instead of an error hours later (a
-record that cannot be written) or a machine brought down by swapping."""
+"""Checks of the machine before any compute: is the device there, can the results be
+written, and does a pack fit in memory. Each fails with a one-line ConfigError instead of an
+error hours later (a record that cannot be written) or a machine brought down by swapping."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kanx.errors import ConfigError
 from kanx.kan.shapes import stage_shapes
+
+if TYPE_CHECKING:
+    import torch
+
+NO_CUDA = "device=cuda but torch finds no CUDA device: use device=cpu or device=auto"
+
+
+def resolve_device(device: str) -> torch.device:
+    """The torch device a ``device`` setting (auto | cpu | cuda) trains on: auto is the GPU
+    where torch finds one, else the CPU; cuda without one is refused (ConfigError, NO_CUDA).
+    The one CUDA check: the job checks, the trainer, the pack grouping and the scripts ask it."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(NO_CUDA)
+    return torch.device(device)
 
 
 def check_writable(run_dirs: Sequence[Path]) -> None:
@@ -57,8 +76,6 @@ def available_bytes(device: str) -> int | None:
     """Free memory of the device the packs train on: the GPU's, else the machine's
     (psutil if installed, else /proc/meminfo); None when it cannot be told."""
     import torch
-
-    from kanx.trainer import resolve_device
 
     if resolve_device(device).type == "cuda":
         return int(torch.cuda.mem_get_info()[0])

@@ -3,12 +3,17 @@ input check, done before any compute is spent.
 
 Data flows one way: conf/*.yaml -> (Hydra) -> DictConfig -> RunConfig -> training -> record.
 Model code (kanx.kan) never sees Hydra or OmegaConf; this module is the boundary.
+
+Every default has one owner: the dataclasses (TrainConfig and RunConfig here, KANSpec, Costs,
+Condition). config_defaults() writes them out as the node conf/config.yaml composes first
+(`kanx_defaults`, registered with Hydra by register_resolvers), and run_config_from fills a key
+a config lacks from the same node, so neither conf/ nor the checks hold a second copy.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -16,14 +21,17 @@ from omegaconf.errors import MissingMandatoryValue
 
 from kanx.cli import prog
 from kanx.errors import ConfigError
-from kanx.identity import ADDED_LATER, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
-from kanx.kan.network import Condition, KANSpec
+from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
-from kanx.vocab import folder_tag
+from kanx.kan.spec import KANSpec
+from kanx.vocab import RESULTS_ROOT, Condition, folder_tag
 
 DEVICES = ("auto", "cpu", "cuda")
 INPUT_SCALINGS = ("minmax", "standardize", "none")
 GATE_ESTIMATORS = ("threshold", "louizos")
+# model.gate_estimator's default: the paper's inference gate, E[z] > 1/2 (RunConfig.gate_estimator
+# precedes fields without a default, so the dataclass cannot hold it).
+GATE_ESTIMATOR = "threshold"
 # Keys of the `dataset` node that configure kanx rather than the dataset loader.
 _DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
 # Readings of the exit gate left open by the text (issue #18; docs/CALIBRATION.md "The exit
@@ -36,30 +44,30 @@ EXIT_PI = ("softmax", "tempered")
 class TrainConfig:
     """Training protocol of the paper's Methods "Experimental details"."""
 
-    epochs: int
-    batch_size: int
+    epochs: int  # set by the dataset
+    batch_size: int  # set by the dataset
     lr: float = 1e-3
-    warmup: int = 0
-    fc_warmup: int = 100
+    warmup: int = 0  # epochs with beta = 0 (gates present and sampled)
+    fc_warmup: int = 100  # epochs with forward connections off
     grid_updates: bool = True
     grid_update_count: int = 10
     grid_update_every: int = 5
-    tau_x_start: float = 5.0
+    tau_x_start: float = 5.0  # exit-gate temperature, annealed exponentially
     tau_x_end: float = 0.1
+    # Epochs over which tau_x anneals, then stays at tau_x_end (None: the whole training; the text gives no rate).
+    tau_x_epochs: int | None = None
+    # COMPLEXITY_SCALES: MSE + beta (log n / n) L_C with n the batch size (docs/CALIBRATION.md) | mdl: n = n_train | plain: MSE + beta L_C
     complexity_scale: str = "mdl_batch"
-    warmup_for: str = "all"  # WARMUP_FOR: members with beta = 0 in the warmup (all where beta acts, or egated ones only)
-    exit_pi: str = "softmax"  # EXIT_PI: pi in L_C, softmax(logits) or softmax(logits / tau_x)
-    tau_x_epochs: int | None = None  # tau_x reaches tau_x_end after this many epochs (None: at the last epoch)
-    checkpoint_every: int = 500
-    pack_size: int = 70
-    compile: bool = True
-    cuda_graph: bool = False
-    log_every: int = 0  # metrics.csv cadence in epochs; 0: about 200 rows a run
-
-
-# The defaults a key missing from a composed config falls back to (conf/config.yaml sets them
-# all; tests/test_vocab.py checks the two agree).
-_TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
+    # WARMUP_FOR: beta = 0 in the warmup for all (every condition where beta acts) | egates (the
+    # Methods' sentence literally: X, FX feel beta from epoch 0)
+    warmup_for: str = "all"
+    # EXIT_PI: pi in L_C (Eq. reachability-mdl-compact): softmax of the exit logits | tempered: softmax(logits / tau_x), as the Gumbel sample
+    exit_pi: str = "softmax"
+    checkpoint_every: int = 500  # epochs between checkpoints (0: none)
+    pack_size: int = 70  # most members trained together in one batched model
+    compile: bool = True  # fuse the B-spline basis with torch.compile (needs a C++ compiler; false: eager)
+    cuda_graph: bool = False  # replay training as CUDA graphs on a GPU (kanx/epoch_graph.py); elsewhere the same static-buffer step runs eagerly
+    log_every: int = 0  # metrics.csv (training curves) every this many epochs; 0: about 200 rows a run
 
 
 @dataclass(frozen=True)
@@ -81,10 +89,10 @@ class RunConfig:
     costs: Costs
     gate_estimator: str
     train: TrainConfig
-    beta: float
-    seed: int
-    device: str = "auto"
-    overwrite: bool = False
+    beta: float = 0.0  # complexity strength; swept with -m (hydra.sweeper.params.beta)
+    seed: int = 0  # model init, minibatch order, gate and Gumbel noise; data too unless dataset.data_seed is set
+    device: str = "auto"  # DEVICES
+    overwrite: bool = False  # re-run a run whose record exists (otherwise it is skipped)
 
     def pack_key(self) -> tuple:
         """Runs with equal keys can train as one pack: they share the training protocol and
@@ -93,13 +101,44 @@ class RunConfig:
         return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device)
 
 
+def _field_defaults(cls, leave_out: tuple[str, ...] = ()) -> dict:
+    """A dataclass's fields in order with their defaults; "???" (Hydra's missing value) where it has none."""
+    out = {}
+    for f in fields(cls):
+        if f.name not in leave_out:
+            out[f.name] = f.default if f.default is not MISSING else f.default_factory() if f.default_factory is not MISSING else "???"
+    return out
+
+
+def config_defaults() -> dict:
+    """Every default of the composed config, each from its owner, in conf/'s key order: the node
+    `kanx_defaults` that conf/config.yaml composes first. "???": a key the dataset sets. The
+    dataset section has none here: each conf/dataset/*.yaml states its own (the paper's table)."""
+    run, costs = _field_defaults(RunConfig), Costs()
+    return {
+        **{key: run[key] for key in ("beta", "seed", "device", "overwrite")},
+        "results_root": RESULTS_ROOT,
+        "condition": {"name": Condition().name, **_field_defaults(Condition)},
+        # grid_range is no config key: the range the inputs are scaled to (dataset.input_scaling)
+        "model": {**_field_defaults(KANSpec, leave_out=("grid_range",)), "gate_estimator": GATE_ESTIMATOR,
+                  "edge_cost": costs.edge, "node_cost": costs.node, "exit_cost": costs.exit},
+        "train": _field_defaults(TrainConfig),
+    }
+
+
 def register_resolvers() -> None:
-    """Resolvers the YAML in conf/ uses; idempotent."""
+    """What composing conf/ needs, registered before Hydra composes; idempotent: the resolvers its
+    YAML uses, and the node `kanx_defaults` (config_defaults, with Hydra's exclude_keys for the
+    sweep folder's tag: identity.TAG_EXCLUDED) in Hydra's ConfigStore."""
+    from hydra.core.config_store import ConfigStore
+
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
     OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
     OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
     OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)  # conf/hydra/help: the command as typed
+    tag = {"hydra": {"job": {"config": {"override_dirname": {"exclude_keys": list(TAG_EXCLUDED)}}}}}
+    ConfigStore.instance().store(name="kanx_defaults", node={**config_defaults(), **tag}, provider="kanx")
 
 
 def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
@@ -132,14 +171,13 @@ def check_beta(run: RunConfig) -> None:
                           f"exit gate (X); leave beta out (Baseline and F run at beta 0.0) or add the condition, e.g. +condition=EFX")
 
 
-# The keys each section may hold: any other (a typo added with +, such as +betta=0.01,
-# +condition.edge_gate=true or +train.epoch=3) would be accepted silently, train the default and
-# only land in the folder name. dataset.* takes its loader's options (kanx.data.DATASETS) too.
-_ROOT_KEYS = frozenset({"beta", "seed", "device", "overwrite", "results_root", "dataset", "condition", "model", "train"})
-_CONDITION_KEYS = frozenset({"name", "edge_gates", "forward", "exits"})
-_TRAIN_KEYS = frozenset(f.name for f in fields(TrainConfig))
-_MODEL_KEYS = frozenset({"width", "grid_size", "spline_order", "gate_init_alpha", "noise_scale", "scale_base_mu", "scale_base_sigma",
-                         "grid_eps", "grid_refit_rtol", "grid_refit_points", "gate_estimator", "edge_cost", "node_cost", "exit_cost"})
+# The keys each section may hold, those config_defaults names: any other (a typo added with +,
+# such as +betta=0.01, +condition.edge_gate=true or +train.epoch=3) would be accepted silently,
+# train the default and only land in the folder name. dataset.* takes kanx's keys (_DATASET_META)
+# and its loader's options (kanx.data.DATASETS).
+_KEYS = config_defaults()
+_ROOT_KEYS = frozenset({*_KEYS, "dataset"})
+_CONDITION_KEYS, _TRAIN_KEYS, _MODEL_KEYS = (frozenset(_KEYS[section]) for section in ("condition", "train", "model"))
 
 
 def _check_known(node: dict, known: frozenset, section: str = "") -> None:
@@ -216,15 +254,48 @@ def to_container(cfg: DictConfig) -> dict:
         raise ConfigError(f"{key} has no value: set it on the command line, e.g. {key}=...") from None
 
 
+# Keys whose default is derived from other keys, not filled: a condition's name from its flags.
+_DERIVED = frozenset({"condition.name"})
+
+
+def with_defaults(c: dict) -> dict:
+    """A copy of a config with every key it lacks at its default: config_defaults(), and the
+    dataset's scaling from DataConfig; a key added after records existed takes the value that
+    reproduces the behaviour from before it (identity.ADDED_LATER), so a record's config reads
+    back as it trained. Keys without a default ("???") and derived keys stay absent."""
+    defaults = config_defaults()
+    defaults["dataset"] = {k: v for k, v in _field_defaults(DataConfig, leave_out=("options",)).items() if v != "???"}
+    out = {key: dict(value) if isinstance(value, dict) else value for key, value in c.items()}
+    for section, default in defaults.items():
+        if not isinstance(default, dict):
+            out.setdefault(section, default)
+            continue
+        node = out[section] = dict(out.get(section) or {})
+        for key, value in default.items():
+            dotted = f"{section}.{key}"
+            if key not in node and value != "???" and dotted not in _DERIVED:
+                node[key] = ADDED_LATER.get(dotted, value)
+    return out
+
+
+def _given(node: dict, key: str, section: str):
+    """A key without a default (the dataset sets it): its value, or one line saying it has none."""
+    if key not in node or node[key] == "???":
+        raise ConfigError(f"{section}.{key} has no value: set it on the command line, e.g. {section}.{key}=...")
+    return node[key]
+
+
 def run_config_from(cfg: DictConfig | dict) -> RunConfig:
-    """Convert and check a composed config. Raises ConfigError naming the bad value."""
+    """Convert and check a composed config (a key it lacks is at its default: with_defaults).
+    Raises ConfigError naming the bad value."""
     c = to_container(cfg) if isinstance(cfg, DictConfig) else dict(cfg)
     c.pop("hydra", None)
     _check_known(c, _ROOT_KEYS)
-    d, m, t, cond = c["dataset"], c["model"], c["train"], c.get("condition") or {}
-    _check_known(cond, _CONDITION_KEYS, "condition")
-    _check_known(t, _TRAIN_KEYS, "train")
-    _check_known(m, _MODEL_KEYS, "model")
+    _check_known(c.get("condition") or {}, _CONDITION_KEYS, "condition")
+    _check_known(c.get("train") or {}, _TRAIN_KEYS, "train")
+    _check_known(c.get("model") or {}, _MODEL_KEYS, "model")
+    c = with_defaults(c)
+    d, m, t, cond = c["dataset"], c["model"], c["train"], c["condition"]
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
     from kanx.data.registry import SHARED_OPTIONS
@@ -232,44 +303,44 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     loader = d.get("loader", d.get("name"))  # loader: a named csv table
     _require(loader in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
     _check_known(d, frozenset({*_DATASET_META, "loader", *SHARED_OPTIONS, *DATASETS[loader].defaults}), "dataset")
-    flags = Condition(*(_bool(cond.get(k, False), f"condition.{k}") for k in ("edge_gates", "forward", "exits")))
-    name = cond.get("name", flags.name)
+    flags = Condition(*(_bool(cond[k], f"condition.{k}") for k in ("edge_gates", "forward", "exits")))
+    name = cond.get("name", flags.name)  # a config without a name: the flags' own
     _require(name in Condition.NAMES, f"condition={name!r} is not one of: {', '.join(Condition.NAMES)}")
     _require(name == flags.name, f"condition name {name!r} does not match its flags (E={flags.edge_gates}, F={flags.forward}, X={flags.exits}, i.e. {flags.name})")
 
-    beta = _num(c.get("beta"), "beta")
+    beta = _num(c["beta"], "beta")
     _require(beta >= 0, f"beta={beta} must be >= 0")
-    seed = _int(c.get("seed"), "seed")
+    seed = _int(c["seed"], "seed")
     _require(seed >= 0, f"seed={seed} must be >= 0")
-    device = _choice(c.get("device", "auto"), "device", DEVICES)
+    device = _choice(c["device"], "device", DEVICES)
 
-    epochs = _int(t["epochs"], "train.epochs")
+    epochs = _int(_given(t, "epochs", "train"), "train.epochs")
     _require(epochs >= 1, f"train.epochs={epochs} must be >= 1")
     warmup, fc_warmup = _int(t["warmup"], "train.warmup"), _int(t["fc_warmup"], "train.fc_warmup")
     _require(0 <= warmup <= epochs, f"train.warmup={warmup} must be between 0 and train.epochs={epochs}")
     _require(fc_warmup >= 0, f"train.fc_warmup={fc_warmup} must be >= 0")
     if flags.forward:  # the FC warmup only exists with forward connections
         _require(fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs} (forward connections would never switch on)")
-    batch_size = _int(t["batch_size"], "train.batch_size")
+    batch_size = _int(_given(t, "batch_size", "train"), "train.batch_size")
     _require(batch_size >= 1, f"train.batch_size={batch_size} must be >= 1")
     lr = _num(t["lr"], "train.lr")
     _require(lr > 0, f"train.lr={lr} must be > 0")
     train = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup, fc_warmup=fc_warmup,
-        grid_updates=_bool(t.get("grid_updates", _TRAIN_DEFAULTS["grid_updates"]), "train.grid_updates"),
-        grid_update_count=_int(t.get("grid_update_count", _TRAIN_DEFAULTS["grid_update_count"]), "train.grid_update_count"),
-        grid_update_every=_int(t.get("grid_update_every", _TRAIN_DEFAULTS["grid_update_every"]), "train.grid_update_every"),
-        tau_x_start=_num(t.get("tau_x_start", _TRAIN_DEFAULTS["tau_x_start"]), "train.tau_x_start"),
-        tau_x_end=_num(t.get("tau_x_end", _TRAIN_DEFAULTS["tau_x_end"]), "train.tau_x_end"),
-        complexity_scale=_choice(t.get("complexity_scale", _TRAIN_DEFAULTS["complexity_scale"]), "train.complexity_scale", COMPLEXITY_SCALES),
-        warmup_for=_choice(t.get("warmup_for", ADDED_LATER["train.warmup_for"]), "train.warmup_for", WARMUP_FOR),
-        exit_pi=_choice(t.get("exit_pi", ADDED_LATER["train.exit_pi"]), "train.exit_pi", EXIT_PI),
-        tau_x_epochs=None if t.get("tau_x_epochs") is None else _int(t["tau_x_epochs"], "train.tau_x_epochs"),
-        checkpoint_every=_int(t.get("checkpoint_every", _TRAIN_DEFAULTS["checkpoint_every"]), "train.checkpoint_every"),
-        pack_size=_int(t.get("pack_size", _TRAIN_DEFAULTS["pack_size"]), "train.pack_size"),
-        compile=_bool(t.get("compile", _TRAIN_DEFAULTS["compile"]), "train.compile"),
-        cuda_graph=_bool(t.get("cuda_graph", _TRAIN_DEFAULTS["cuda_graph"]), "train.cuda_graph"),
-        log_every=_int(t.get("log_every", _TRAIN_DEFAULTS["log_every"]), "train.log_every"),
+        grid_updates=_bool(t["grid_updates"], "train.grid_updates"),
+        grid_update_count=_int(t["grid_update_count"], "train.grid_update_count"),
+        grid_update_every=_int(t["grid_update_every"], "train.grid_update_every"),
+        tau_x_start=_num(t["tau_x_start"], "train.tau_x_start"),
+        tau_x_end=_num(t["tau_x_end"], "train.tau_x_end"),
+        tau_x_epochs=None if t["tau_x_epochs"] is None else _int(t["tau_x_epochs"], "train.tau_x_epochs"),
+        complexity_scale=_choice(t["complexity_scale"], "train.complexity_scale", COMPLEXITY_SCALES),
+        warmup_for=_choice(t["warmup_for"], "train.warmup_for", WARMUP_FOR),
+        exit_pi=_choice(t["exit_pi"], "train.exit_pi", EXIT_PI),
+        checkpoint_every=_int(t["checkpoint_every"], "train.checkpoint_every"),
+        pack_size=_int(t["pack_size"], "train.pack_size"),
+        compile=_bool(t["compile"], "train.compile"),
+        cuda_graph=_bool(t["cuda_graph"], "train.cuda_graph"),
+        log_every=_int(t["log_every"], "train.log_every"),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
     _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")
@@ -281,35 +352,35 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     grid_size, order = _int(m["grid_size"], "model.grid_size"), _int(m["spline_order"], "model.spline_order")
     _require(grid_size >= 1, f"model.grid_size={grid_size} must be >= 1")
     _require(order >= 1, f"model.spline_order={order} must be >= 1")
-    width = m.get("width")
+    width = m.get("width")  # null (or absent): [n_in, 5, 5, n_out] from the data (check_width)
     if width is not None:
         _require(isinstance(width, list) and len(width) >= 2 and all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in width),
                  f"model.width={width!r} must be a list of at least two positive integers, e.g. [2,5,5,1]")
     spec = KANSpec(
         width=tuple(width) if width is not None else (),
         grid_size=grid_size, spline_order=order,
-        gate_init_alpha=_num(m.get("gate_init_alpha", -1.0), "model.gate_init_alpha"),
-        noise_scale=_num(m.get("noise_scale", 0.3), "model.noise_scale"),
-        scale_base_mu=_num(m.get("scale_base_mu", 0.0), "model.scale_base_mu"),
-        scale_base_sigma=_num(m.get("scale_base_sigma", 1.0), "model.scale_base_sigma"),
-        grid_eps=_num(m.get("grid_eps", 0.02), "model.grid_eps"),
-        grid_refit_rtol=_refit_rtol(m.get("grid_refit_rtol")),
-        grid_refit_points=_refit_points(m.get("grid_refit_points", ADDED_LATER["model.grid_refit_points"]), grid_size, order),
+        gate_init_alpha=_num(m["gate_init_alpha"], "model.gate_init_alpha"),
+        noise_scale=_num(m["noise_scale"], "model.noise_scale"),
+        scale_base_mu=_num(m["scale_base_mu"], "model.scale_base_mu"),
+        scale_base_sigma=_num(m["scale_base_sigma"], "model.scale_base_sigma"),
+        grid_eps=_num(m["grid_eps"], "model.grid_eps"),
+        grid_refit_rtol=_refit_rtol(m["grid_refit_rtol"]),
+        grid_refit_points=_refit_points(m["grid_refit_points"], grid_size, order),
     )
-    costs = Costs(_num(m.get("edge_cost", 1.0), "model.edge_cost"), _num(m.get("node_cost", 1.0), "model.node_cost"), _num(m.get("exit_cost", 1.0), "model.exit_cost"))
+    costs = Costs(_num(m["edge_cost"], "model.edge_cost"), _num(m["node_cost"], "model.node_cost"), _num(m["exit_cost"], "model.exit_cost"))
     _require(min(costs.edge, costs.node, costs.exit) >= 0, f"complexity costs must be >= 0, got {costs}")
 
-    data_seed = d.get("data_seed")
+    data_seed = d.get("data_seed")  # null (or absent): the run's seed
     data = DataConfig(
         name=d["name"],
         data_seed=seed if data_seed is None else _int(data_seed, "dataset.data_seed"),
-        input_scaling=_choice(d.get("input_scaling", "minmax"), "dataset.input_scaling", INPUT_SCALINGS),
-        standardize_targets=_bool(d.get("standardize_targets", True), "dataset.standardize_targets"),
+        input_scaling=_choice(d["input_scaling"], "dataset.input_scaling", INPUT_SCALINGS),
+        standardize_targets=_bool(d["standardize_targets"], "dataset.standardize_targets"),
         options={k: v for k, v in d.items() if k not in _DATASET_META and v is not None},
     )
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
-                     gate_estimator=_choice(m.get("gate_estimator", "threshold"), "model.gate_estimator", GATE_ESTIMATORS),
-                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c.get("overwrite", False), "overwrite"))
+                     gate_estimator=_choice(m["gate_estimator"], "model.gate_estimator", GATE_ESTIMATORS),
+                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"))
 
 
 def check_against_data(run: RunConfig, n_train: int) -> None:
@@ -319,14 +390,6 @@ def check_against_data(run: RunConfig, n_train: int) -> None:
     if run.train.complexity_scale == "mdl_batch" and min(run.train.batch_size, n_train) < 2:
         raise ConfigError(f"train.batch_size={run.train.batch_size} with {n_train} training rows makes batches of 1, and "
                           "train.complexity_scale=mdl_batch then multiplies L_C by log(1)/1 = 0: use train.batch_size >= 2")
-
-
-def check_device(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("device=cuda but torch finds no CUDA device: use device=cpu or device=auto")
 
 
 def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:

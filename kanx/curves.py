@@ -110,8 +110,8 @@ def _rows_before(path: Path | None, epoch: int) -> list[dict]:
 
 def splice(earlier: Path, later: Path) -> int:
     """Extend the curve at ``earlier`` by the curve at ``later`` of the same run, written by a
-    process that resumed it without ``earlier`` at hand (a GPU window, whose tree leaves the curves
-    behind): ``earlier``'s rows before ``later``'s first epoch, then all of ``later``'s, as a resume
+    process that resumed it without ``earlier`` at hand (a time-boxed run on an offline GPU node,
+    whose copied tree leaves the curves behind): ``earlier``'s rows before ``later``'s first epoch, then all of ``later``'s, as a resume
     with both present would have written them. Where ``earlier`` already reaches ``later``'s last
     epoch (the run went further here meanwhile, or finished), it is left as it is. A finished run's
     done marker that vouched for either curve vouches for the spliced one. Returns the number of
@@ -141,7 +141,7 @@ def _joined(have: list[dict], rows: list[dict]) -> list[dict] | None:
 
 
 def put_back(stashed: Path, run_dir: Path) -> bool:
-    """scripts/gpu_stash.sh back: a curve set aside (``stashed``, plain or .gz) returns to its run
+    """scripts/offline_gpu/stash.sh back: a curve set aside (``stashed``, plain or .gz) returns to its run
     folder. Where the run has a curve again (it resumed meanwhile without the set-aside rows),
     the two are spliced (``splice``: the set-aside rows, then those written since; where the
     set-aside curve goes as far, it is the whole curve) and the run's done marker vouches for

@@ -9,8 +9,16 @@ from __future__ import annotations
 import hashlib
 import json
 
-# Keys that do not change a run's numbers: left out of its identity hash.
+# Keys that do not change a run's numbers: left out of its identity hash, and out of its
+# sweep folder's tag (TAG_EXCLUDED).
 NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas")
+# Override keys a run's path names outside the tag <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..:
+# the dataset and condition (group and name; a csv table's path through its stem), beta and seed,
+# and the launcher group, which sets no key of the config.
+NAMED_BY_PATH = ("dataset", "dataset.name", "dataset.path", "condition", "beta", "seed", "launcher")
+# Hydra's hydra.job.config.override_dirname.exclude_keys (kanx.config.config_defaults): the tag
+# holds the overrides that define a run and that its path does not already name.
+TAG_EXCLUDED = (*NAMED_BY_PATH, *NOT_RUN_DEFINING)
 # Keys added after records existed, with the value that reproduces the behaviour from before
 # them: left out of the hash while they hold it, so older records keep their identity.
 # model.grid_refit_points: records from before it refit on 256 order statistics (the default

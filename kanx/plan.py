@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from kanx import records
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
+from kanx.vocab import DEFAULT_GROUP
 
 if TYPE_CHECKING:  # kanx.runner imports torch: loaded when a plan trains, not when it composes
     from kanx.runner import Checkpointer
@@ -144,19 +145,19 @@ def shortest_first(packs: Sequence) -> list:
     return sorted(packs, key=pack_cost)
 
 
-def run_plan(configs: Sequence[tuple[object, Path]], group: str = "all", pack_size: int | None = None, workers: int = 1, plan_dir: Path | None = None) -> int:
+def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP, pack_size: int | None = None, workers: int = 1, plan_dir: Path | None = None) -> int:
     """Check every job, skip finished ones, cut packs across all of them and train them,
     in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
     the number of packs that failed (their runs hold `failed` records)."""
     from kanx.manifest import write_manifests
-    from kanx.runner import check_machine, make_packs, pending, prepare_jobs, train_pack
+    from kanx.runner import check_machine, group_label, make_packs, pending, prepare_jobs, train_pack
 
     jobs = prepare_jobs(configs)
     todo = pending(jobs)
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
     write_manifests(jobs)  # before any training: kanx.status counts what was launched
-    print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) (group={group})", flush=True)
+    print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) (group={group_label(group, todo)})", flush=True)
     if not packs:
         return 0
     if workers <= 1:

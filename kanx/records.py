@@ -154,7 +154,7 @@ def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -
     A missing model.pt or curve (metrics.csv or metrics.csv.gz) is no problem: weights are not kept in git (``*.pt`` is
     ignored), so a clone of committed results holds records without weights, and the tables need
     only the records; load_run and kanx.draw say the weights are absent; curves are set aside
-    while a GPU window runs (scripts/gpu_stash.sh). A file that is there must match.
+    while a time-boxed offline GPU run works on a copy (scripts/offline_gpu/stash.sh). A file that is there must match.
 
     The training curve is checked only when asked for (``files=CURVES``, as its readers do):
     a damaged curve costs the curve, never the run, whose record still counts and is not

@@ -23,11 +23,11 @@ import torch
 from tqdm.auto import tqdm
 
 from kanx import records, vocab
+from kanx.checks import resolve_device
 from kanx.config import (
     RunConfig,
     check_against_data,
     check_beta,
-    check_device,
     check_width,
     config_differences,
     config_hash,
@@ -39,8 +39,8 @@ from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.load import model_file, read_model_file
 from kanx.manifest import write_manifests
-from kanx.trainer import Trainer, describe_device, resolve_device
-from kanx.vocab import CONDITIONS
+from kanx.trainer import Trainer, describe_device
+from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS
 
 log = logging.getLogger("kanx")
 # Read the checkout's commit now, when this process's code is loaded: a record written hours
@@ -93,7 +93,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         container.pop("hydra", None)
         run = run_config_from(container)
         check_beta(run)
-        check_device(run.device)
+        resolve_device(run.device)  # device=cuda without one: refused here, before any compute
         ds = load_data(run)
         check_against_data(run, ds.n_train)
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
@@ -157,26 +157,45 @@ def pending(jobs: Sequence[Job]) -> list[Job]:
     return todo
 
 
-# How make_packs may group runs: "sweep" keeps one (dataset, condition) per pack, as a
-# Hydra sweep; "condition" mixes datasets that share the protocol (Nguyen F1-F8, say);
-# "all" mixes conditions too, on the superset architecture (kanx.kan.network.GatedKAN).
-GROUPINGS = ("sweep", "condition", "all")
 _CONDITION_ORDER = {name: i for i, name in enumerate(CONDITIONS)}
 
 
-def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = "sweep") -> list[list[Job]]:
-    """Group jobs that can train together (RunConfig.pack_key, the same resume epoch and,
-    by ``group``, the same dataset and condition) into packs of at most ``pack_size``
-    (default: the jobs' train.pack_size). Within a group, jobs are ordered by condition
-    and dataset, so a pack cut from it mixes as few conditions as it can."""
+def _check_group(group: str) -> None:
     if group not in GROUPINGS:
         raise ValueError(f"group={group!r} is not one of: {', '.join(GROUPINGS)}")
 
+
+def resolve_group(group: str, device: str) -> str:
+    """The grouping (vocab.GROUPINGS) that ``group`` means for runs on ``device``. ``auto``: on
+    a GPU a step costs its kernel launches whatever the pack holds, so mix everything (``all``);
+    on a CPU a step costs its arithmetic, and a member in a pack of a larger condition pays for
+    edges it does not have, so mix datasets only (``condition``; docs/BENCHMARK.md)."""
+    _check_group(group)
+    if group != "auto":
+        return group
+    return "all" if resolve_device(device).type == "cuda" else "condition"
+
+
+def group_label(group: str, jobs: Sequence[Job]) -> str:
+    """``group`` as a log line names it: ``auto`` with what it means for these jobs (auto=condition)."""
+    if group != "auto":
+        return group
+    return "=".join(["auto", *sorted({resolve_group(group, j.run.device) for j in jobs})])
+
+
+def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = DEFAULT_GROUP) -> list[list[Job]]:
+    """Group jobs that can train together (RunConfig.pack_key, the same resume epoch and,
+    by ``group`` (resolve_group, per job's device), the same dataset and condition) into packs
+    of at most ``pack_size`` (default: the jobs' train.pack_size). Within a group, jobs are
+    ordered by condition and dataset, so a pack cut from it mixes as few conditions as it can."""
+    _check_group(group)
+
     def key(j: Job) -> tuple:
         shared = (repr(j.run.pack_key()), j.resume_epoch)
-        if group == "all":
+        mix = resolve_group(group, j.run.device)
+        if mix == "all":
             return shared
-        return (*shared, j.run.condition.name) if group == "condition" else (*shared, j.run.condition.name, j.run.data.name)
+        return (*shared, j.run.condition.name) if mix == "condition" else (*shared, j.run.condition.name, j.run.data.name)
 
     def order(j: Job) -> tuple:
         return (key(j), _CONDITION_ORDER.get(j.run.condition.name, 99), j.run.data.name)
@@ -198,7 +217,7 @@ def check_machine(packs: Sequence[Sequence[Job]]) -> None:
     check_memory(packs)
 
 
-def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = "sweep",
+def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = DEFAULT_GROUP,
              checkpointer: Checkpointer | None = None) -> list[dict]:
     """Run every job (skipping finished ones) and return the records of all of them.
     ``checkpointer``: the signal handler's, pointed at each pack while it trains."""
@@ -218,7 +237,7 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
 
 
 def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_root=None, pack_size: int | None = None,
-                group: str = "sweep") -> list[dict]:
+                group: str = DEFAULT_GROUP) -> list[dict]:
     """What `python -m kanx.train` does with its jobs, for a single run (a sweep of one) as for a
     sweep: SIGTERM or SIGINT checkpoint the pack in training and stop in one line
     (kanx.plan.stop_on_signals); every job and the machine are checked before any compute

@@ -78,16 +78,6 @@ def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[in
     return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count) if s + i * train.grid_update_every < train.epochs)
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        from kanx.errors import ConfigError
-
-        raise ConfigError("device=cuda but torch finds no CUDA device: use device=cpu or device=auto")
-    return torch.device(device)
-
-
 def describe_device(device: torch.device) -> str:
     """What a record says it trained on: 'cpu', or 'cuda' with the card's name."""
     if device.type == "cuda":
@@ -137,8 +127,7 @@ class Trainer:
         self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
         # L_C enters the loss of members with E or X only (beta acts through their gates).
-        lc = [beta_acts(c) for c in self.conditions]
-        self.uses_lc, self.any_lc = torch.tensor(lc, device=device), any(lc)
+        self.uses_lc = torch.tensor([beta_acts(c) for c in self.conditions], device=device)
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
@@ -233,7 +222,7 @@ class Trainer:
         out, eta = model.sample(xb, u, tau)  # (M, E, B, P), (M, L) or None
         data = data_loss(out, yb, eta)
         loss = data
-        if self.any_lc:
+        if self.condition.beta_acts:
             with_lc = total_loss(data, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
             loss = torch.where(self.uses_lc, with_lc, data) if model.mixed else with_lc
         self.optimizer.zero_grad()

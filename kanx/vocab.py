@@ -1,24 +1,67 @@
 """The names kanx's stages share, each defined once: conditions, datasets and families, run
 statuses, and the files and schema version of a run directory.
 
-Torch-free and import-free, so the config checks, the trainer, the record writer, the
-analysis, the status command and the scripts all read the same facts from here.
+Torch-free and free of kanx imports, so the config checks, the trainer, the record writer,
+the analysis, the status command and the scripts all read the same facts from here.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 # ---------------------------------------------------------------- conditions
 # The paper's 2x2x2 factorial in its row order (Baseline = no egates, no FCs, no xgates).
 CONDITIONS: tuple[str, ...] = ("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX")
 BASELINE = "Baseline"
-# Conditions without a gate, hence without a beta sweep: seeds only, at beta 0.
-UNGATED: tuple[str, ...] = ("Baseline", "F")
-GATED: tuple[str, ...] = tuple(c for c in CONDITIONS if c not in UNGATED)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One cell of the 2x2x2 factorial: which of E, F, X are present. The one place that says
+    what a condition's flags mean (its name, whether beta acts); everything else asks it."""
+
+    edge_gates: bool = False
+    forward: bool = False
+    exits: bool = False
+
+    NAMES = CONDITIONS  # the paper's row order
+
+    @property
+    def name(self) -> str:
+        flags = "E" * self.edge_gates + "F" * self.forward + "X" * self.exits
+        return flags or BASELINE
+
+    @property
+    def beta_acts(self) -> bool:
+        """Beta acts through L_C only where it has gates to act on: egates (E) or the exit gate (X)."""
+        return self.edge_gates or self.exits
+
+    @classmethod
+    def from_name(cls, name: str) -> Condition:
+        if name not in cls.NAMES:
+            raise ValueError(f"condition {name!r} is not one of {', '.join(cls.NAMES)}")
+        return cls(edge_gates="E" in name, forward="F" in name, exits="X" in name)
+
+
+# Conditions where beta does not act (Condition.beta_acts), hence without a beta sweep: seeds
+# only, at beta 0 (Baseline and F); the others are the gated ones.
+UNGATED: tuple[str, ...] = tuple(c for c in CONDITIONS if not Condition.from_name(c).beta_acts)
+GATED: tuple[str, ...] = tuple(c for c in CONDITIONS if Condition.from_name(c).beta_acts)
 
 
 def condition_option(name: str) -> str:
     """The `+condition=` value (conf/condition/<value>.yaml) of a condition name."""
     return "baseline" if name == BASELINE else name
+
+
+# ---------------------------------------------------------------- packs
+# How far a launch's packs may mix its jobs (kanx.runner.make_packs): "sweep" keeps one
+# (dataset, condition) per pack, as a Hydra sweep; "condition" mixes datasets that share the
+# protocol (Nguyen F1-F8, say); "all" mixes conditions too, on the superset architecture.
+# "auto", the one default (the launchers, kanx.plan, scripts/reproduce.py), is resolved per
+# run by kanx.runner.resolve_group: "all" where the run trains on a GPU, "condition" on a CPU.
+GROUPINGS: tuple[str, ...] = ("auto", "sweep", "condition", "all")
+DEFAULT_GROUP = "auto"
 
 
 # ---------------------------------------------------------------- datasets and families
@@ -37,6 +80,7 @@ def family_of(dataset: str) -> str:
 
 
 # ---------------------------------------------------------------- runs and records
+RESULTS_ROOT = "outputs"  # results_root's default: records go to <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..
 # Run statuses, in report order. A collapsed model (no contributing edge left) is a real, if
 # constant, predictor with 0 edges and depth 0, so it counts; diverged and failed runs have no
 # trustworthy metrics and stay out of medians and log-ratios.

@@ -8,7 +8,7 @@ would run, with the dataset's beta list and seeds 0-9 from conf/. With the packi
 (the default) every sweep is composed in this process (kanx.plan) and packs are cut across
 sweeps by `--group`: `all` mixes conditions and datasets that share the protocol,
 `condition` mixes datasets only, `sweep` keeps one sweep per pack, and `auto` (the default)
-is `all` on a GPU and `condition` on a CPU. `--jobs n` trains the
+is `all` on a GPU and `condition` on a CPU (kanx.runner.resolve_group). `--jobs n` trains the
 packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
 pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
 fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kanx from this checkout, installed or not
 from kanx.vocab import CONDITIONS as _CONDITIONS  # noqa: E402
-from kanx.vocab import DYNAMICAL, PAPER_DATASETS, condition_option  # noqa: E402
+from kanx.vocab import DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_DATASETS, condition_option  # noqa: E402
 
 DATASETS = list(PAPER_DATASETS)
 CONDITIONS = [condition_option(c) for c in _CONDITIONS]
@@ -56,19 +56,6 @@ def run_sweep(cmd: list[str], env: dict, log_dir: Path | None) -> int:
         return subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def resolve_group(group: str, overrides: list[str]) -> str:
-    """`auto`: on a GPU a step costs its launches, whatever the pack, so mix everything
-    (`all`); on a CPU a step costs its arithmetic, and a member in a pack of a larger
-    condition pays for edges it does not have, so mix datasets only (`condition`)."""
-    if group != "auto":
-        return group
-    import torch
-
-    device = next((o.split("=", 1)[1] for o in overrides if o.startswith("device=")), "auto")
-    on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    return "all" if on_gpu else "condition"
-
-
 def run_packed(a, results: str) -> int:
     """Every sweep composed here, packs cut across them (kanx.plan), trained here or, with
     --launcher slurm, submitted as one SLURM array (one task per pack)."""
@@ -79,15 +66,14 @@ def run_packed(a, results: str) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     configs = []
-    group = resolve_group(a.group, a.overrides)
     try:
         for d in a.datasets:
             for c in a.conditions:
                 extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
                 configs += sweep_jobs(d, c, extra)
         if a.launcher == "slurm":
-            return submit_to_slurm(configs, group, a.pack_size, results)
-        failed = run_plan(configs, group=group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
+            return submit_to_slurm(configs, a.group, a.pack_size, results)  # auto: per run, from its device
+        failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
     except ConfigError as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
@@ -130,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
     p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
     p.add_argument("--jobs", type=int, default=1, help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
-    p.add_argument("--group", choices=["auto", "sweep", "condition", "all"], default="auto",
+    p.add_argument("--group", choices=GROUPINGS, default=DEFAULT_GROUP,
                    help="packed launcher: how far packs mix sweeps (default auto: all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
     p.add_argument("--pack-size", type=int, default=None, help="packed launcher: most runs per pack (default: train.pack_size)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=True,
-                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a GPU window)")
+                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a time-boxed job on an offline GPU node)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
     a = p.parse_intermixed_args(argv)  # options may follow the overrides
     for d in a.datasets:

@@ -10,10 +10,11 @@ import time
 import pytest
 from helpers import ROOT, TOY, cli, composed, records
 
+from kanx.checks import resolve_device
 from kanx.config import config_hash
 from kanx.errors import ConfigError
 from kanx.runner import run_jobs
-from kanx.trainer import describe_device, resolve_device
+from kanx.trainer import describe_device
 
 
 def test_small_real_sweep_through_the_cli(tmp_path):

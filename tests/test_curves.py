@@ -81,7 +81,7 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
 
 
 def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monkeypatch):
-    """A GPU window resumes runs without their metrics.csv (scripts/gpu_stash.sh leaves the curves
+    """A GPU job resumes runs without their metrics.csv (scripts/offline_gpu/stash.sh leaves the curves
     behind) and returns rows from its resume on; `python -m kanx.curves splice` puts them after
     the earlier rows here, giving the curve of an uninterrupted run."""
     import shutil

@@ -154,7 +154,7 @@ def test_the_done_marker_covers_the_curve_and_an_older_marker_stays_valid(tmp_pa
     assert problem and "metrics.csv is corrupt" in problem
     assert integrity_problem(folder) is None  # the record and the run stay good: a damaged curve costs only the curve
     (folder / METRICS).unlink()
-    assert integrity_problem(folder, files=(METRICS,)) is None  # curves set aside (gpu_stash.sh) are no fault
+    assert integrity_problem(folder, files=(METRICS,)) is None  # curves set aside (offline_gpu/stash.sh) are no fault
 
     older = write_run(tmp_path, "older", record(1), curve=CURVE)
     marker = json.loads((older / DONE).read_text())
@@ -195,8 +195,8 @@ def test_history_of_a_damaged_curve_raises_one_error_naming_the_file(tmp_path, k
 
 
 def test_a_spliced_curve_of_a_finished_run_stays_vouched_for(tmp_path):
-    """gpu_unpack.sh: a GPU window finished the run from its checkpoint and sealed the rows it wrote
-    (epochs 6-10); here the earlier rows (1-5) come back from .stash/, then the window's rows are
+    """offline_gpu/unpack.sh: a GPU job finished the run from its checkpoint and sealed the rows it wrote
+    (epochs 6-10); here the earlier rows (1-5) come back from .stash/, then the job's rows are
     spliced on. The spliced curve is the run's whole curve, and its marker must say so."""
     from kanx.curves import read_history, splice
 
@@ -213,11 +213,11 @@ def test_a_spliced_curve_of_a_finished_run_stays_vouched_for(tmp_path):
 
 
 def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_vouched_for(tmp_path):
-    """scripts/gpu_stash.sh back: the curve was set aside (rows 1-5) while the run resumed here and
+    """scripts/offline_gpu/stash.sh back: the curve was set aside (rows 1-5) while the run resumed here and
     finished, sealing the rows it wrote (6-10); the restored curve is both, vouched for."""
     repo, run = tmp_path / "repo", "results/paper/concrete/E/default/beta=0.01,seed=0"
-    (repo / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "gpu_stash.sh", repo / "scripts")
+    (repo / "scripts" / "offline_gpu").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "offline_gpu" / "stash.sh", repo / "scripts" / "offline_gpu")
     lines = CURVE.splitlines(keepends=True)
     (repo / run).mkdir(parents=True)
     (repo / run / METRICS).write_text("".join(lines[:6]))
@@ -226,9 +226,9 @@ def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_v
     for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "t"]):
         subprocess.run([*git, *command], cwd=repo, check=True)
     env = os.environ | {"PYTHON": sys.executable, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    assert subprocess.run(["bash", "scripts/gpu_stash.sh", "out"], cwd=repo, capture_output=True, env=env).returncode == 0
+    assert subprocess.run(["bash", "scripts/offline_gpu/stash.sh", "out"], cwd=repo, capture_output=True, env=env).returncode == 0
     write_run(repo, run, record(0), curve=lines[0] + "".join(lines[6:]))  # resumed here from epoch 5 and finished
-    back = subprocess.run(["bash", "scripts/gpu_stash.sh", "back"], cwd=repo, capture_output=True, text=True, env=env)
+    back = subprocess.run(["bash", "scripts/offline_gpu/stash.sh", "back"], cwd=repo, capture_output=True, text=True, env=env)
     assert back.returncode == 0 and "spliced 1 training curves" in back.stdout, back.stdout + back.stderr
     assert integrity_problem(repo / run, files=(METRICS,)) is None and integrity_problem(repo / run) is None
     assert [int(line.split(",")[0]) for line in (repo / run / METRICS).read_text().splitlines()[1:]] == list(range(1, 11))

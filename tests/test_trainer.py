@@ -59,7 +59,7 @@ def test_a_lone_run_trains_bitwise_like_its_packed_self(condition):
     # A lone run (M = 1) must not take a different BLAS path (gemv) from the packed one.
     # Elementwise transcendentals still round differently where a tensor's vectorized loop
     # ends (a position that depends on the pack's size): gated runs agree only to ~1e-8 per
-    # step (test above; docs/reproduction-notes.md).
+    # step (test above; docs/journal/reproduction-notes.md).
     runs = make_runs(condition=condition)
     x, y = toy_data(3)
     packed, alone = trained(runs, x, y), trained(runs[:1], x[:1], y[:1])

@@ -47,24 +47,6 @@ def test_one_owner_for_condition_and_record_names():
     assert collect.RECORD_NAME == records.RECORD == vocab.RECORD
 
 
-def test_yaml_defaults_agree_with_the_config_dataclasses():
-    """conf/config.yaml and the typed config must not disagree on a default: the dataclasses
-    hold the defaults a direct (non-Hydra) caller gets, the YAML what the CLI composes."""
-    from dataclasses import MISSING, fields
-
-    from kanx.config import TrainConfig
-    from kanx.kan.objective import Costs
-    from kanx.kan.spec import KANSpec
-
-    conf = yaml.safe_load((CONF / "config.yaml").read_text())
-    for section, cls in (("train", TrainConfig), ("model", KANSpec)):
-        for f in fields(cls):
-            if f.name in conf[section] and f.default is not MISSING and conf[section][f.name] != "???":
-                assert conf[section][f.name] == f.default, f"{section}.{f.name}: YAML {conf[section][f.name]!r}, {cls.__name__} {f.default!r}"
-    costs = Costs()
-    assert (conf["model"]["edge_cost"], conf["model"]["node_cost"], conf["model"]["exit_cost"]) == (costs.edge, costs.node, costs.exit)
-
-
 def test_a_written_record_has_exactly_the_fields_the_reader_knows(tmp_path):
     """The writer (kanx.runner) and the reader (kanx.analyze.collect) share vocab.RECORD_*:
     a real record of a static and of a dynamical dataset holds exactly those fields."""

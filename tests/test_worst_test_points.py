@@ -1,4 +1,4 @@
-"""scripts/worst_test_points.py: a finished run's worst test samples, recomputed from its weights."""
+"""scripts/studies/worst_test_points.py: a finished run's worst test samples, recomputed from its weights."""
 
 import importlib.util
 import re
@@ -8,7 +8,7 @@ from helpers import TOY
 
 from kanx.plan import run_plan, sweep_jobs
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "worst_test_points.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "worst_test_points.py"
 
 
 def test_worst_test_points_recompute_the_records_test_error(tmp_path, capsys):

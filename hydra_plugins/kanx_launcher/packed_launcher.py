@@ -3,8 +3,10 @@
 It composes every job of a multirun, checks them all before any compute, then trains the
 jobs that differ only in beta and seed as one batched model (a pack of up to
 ``pack_size`` members), writing each member's record exactly as an unpacked run would.
-``group=condition`` also packs the datasets of one protocol together (e.g.
-`dataset=nguyen_f1,nguyen_f2`), ``group=all`` the conditions too (kanx.runner.make_packs).
+``group`` says how far packs mix a multirun's jobs (kanx.vocab.GROUPINGS): ``sweep`` one
+(dataset, condition) per pack, ``condition`` the datasets of one protocol together (e.g.
+`dataset=nguyen_f1,nguyen_f2`), ``all`` the conditions too, and ``auto`` (the default) ``all``
+on a GPU and ``condition`` on a CPU (kanx.runner.resolve_group).
 Hydra finds launchers only in the ``hydra_plugins`` namespace package, hence this folder.
 """
 
@@ -23,6 +25,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
+from kanx.vocab import DEFAULT_GROUP
+
 log = logging.getLogger("kanx")
 
 
@@ -30,7 +34,7 @@ log = logging.getLogger("kanx")
 class PackedLauncherConf:
     _target_: str = "hydra_plugins.kanx_launcher.packed_launcher.PackedLauncher"
     pack_size: Optional[int] = None  # noqa: UP045  (OmegaConf structured configs need Optional) None: each job's train.pack_size
-    group: str = "sweep"  # sweep: one (dataset, condition) per pack | condition: mix datasets of one protocol | all: mix conditions too
+    group: str = DEFAULT_GROUP  # auto: all on a GPU, condition on a CPU | sweep: one (dataset, condition) per pack | condition: mix datasets of one protocol | all: mix conditions too
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="kanx_packed", node=PackedLauncherConf, provider="kanx")
@@ -99,7 +103,7 @@ def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], ini
 class PackedLauncher(Launcher):
     validates_jobs = True  # composes and checks every job before any compute (see sweeper.py)
 
-    def __init__(self, pack_size: int | None = None, group: str = "sweep") -> None:
+    def __init__(self, pack_size: int | None = None, group: str = DEFAULT_GROUP) -> None:
         self.pack_size, self.group = pack_size, group
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None

@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.kanx_launcher.packed_launcher import log_beside_multirun, start_launch
 from kanx import records
+from kanx.vocab import DEFAULT_GROUP
 
 log = logging.getLogger("kanx")
 
@@ -61,7 +62,7 @@ class SlurmLauncherConf:
     signal_delay_s: int = 120  # USR2 this long before the time limit: checkpoint and requeue
     pack: bool = True  # true: one task per pack; false: one task per run
     pack_size: Optional[int] = None  # noqa: UP045  most runs per pack; None: each job's train.pack_size
-    group: str = "sweep"  # how packs mix the multirun's jobs (kanx.runner.make_packs): sweep | condition | all
+    group: str = DEFAULT_GROUP  # how packs mix the multirun's jobs (kanx.vocab.GROUPINGS): auto (resolved on the submitting machine) | sweep | condition | all
     wait: bool = True  # false: submit, print the job id and how to collect the results, return
     poll_s: float = 10.0  # seconds between checks while waiting
     job_name: str = "kanx"
@@ -335,7 +336,7 @@ class SlurmLauncher(Launcher):
         if busy:
             log.warning(f"{len(busy)} run(s) are still queued or running from an earlier submission "
                         f"(SLURM {', '.join(sorted(set(busy.values()))[:5])}{', ...' if len(set(busy.values())) > 5 else ''}); not submitting them again")
-        packs = make_packs(todo, self.params["pack_size"], self.params.get("group", "sweep")) if self.params["pack"] else [[j] for j in todo]
+        packs = make_packs(todo, self.params["pack_size"], self.params["group"]) if self.params["pack"] else [[j] for j in todo]
 
         submitted = self._submit(packs, sbatch) if packs else []
         if not submitted and not busy:
@@ -438,7 +439,7 @@ class SlurmLauncher(Launcher):
         wait=false)."""
         from kanx.errors import ConfigError, fail
         from kanx.manifest import write_manifests
-        from kanx.runner import make_packs
+        from kanx.runner import group_label, make_packs
 
         try:
             sbatch = self._check_params()
@@ -452,7 +453,7 @@ class SlurmLauncher(Launcher):
         todo, busy = _left_to_submit(prepared)
         packs = make_packs(todo, self.params["pack_size"], group) if self.params["pack"] else [[j] for j in todo]
         log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} still queued; "
-                 f"{len(todo)} to submit in {len(packs)} task(s) (group={group})")
+                 f"{len(todo)} to submit in {len(packs)} task(s) (group={group_label(group, todo)})")
         submitted = self._submit(packs, sbatch) if packs else []
         if not self.params["wait"]:
             ids = sorted({s.job_id.split("_")[0] for s, _ in submitted} | {t.split("_")[0] for t in busy.values()})

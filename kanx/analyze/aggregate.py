@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -45,21 +46,32 @@ MEDIAN_COLUMNS: tuple[str, ...] = (
 )
 
 
-def expected_grid(runs: pd.DataFrame) -> pd.DataFrame:
+def expected_grid(runs: pd.DataFrame, launched: Sequence[tuple[str, str, float]] | None = None) -> pd.DataFrame:
     """Every (dataset, condition, beta) cell the records imply, seen or not.
 
-    Baseline and F: beta 0. Gated conditions: the union of the betas of the gated conditions
-    over the whole family (so a beta that one Nguyen problem lacks is still expected there).
-    Betas seen in a cell are always kept, even where unexpected (e.g. a Baseline at beta 0.1).
+    Conditions: with ``launched`` (the cells that sweep manifests and records below the root
+    name, `load_runs`' ``attrs["launched"]``), those a dataset's family launched, so analysing
+    one sweep reports on that sweep; without it, all eight. Baseline and F: beta 0. Gated
+    conditions: the union of the betas of the gated conditions over the whole family (so a
+    beta that one Nguyen problem lacks is still expected there). Betas seen in a cell are
+    always kept, even where unexpected (e.g. a Baseline at beta 0.1).
     """
     runs = active_runs(runs)
+    if launched is not None:
+        launched = pd.DataFrame(list(launched), columns=["dataset", "condition", "beta"])
     rows = []
     for dataset in sorted(runs["dataset"].unique(), key=dataset_rank):
         mine = runs[runs["dataset"] == dataset]
         family = mine["family"].iloc[0]
         fam = runs[(runs["family"] == family) & runs["condition"].isin(GATED)]
         gated_betas = set(fam["beta"])
-        for condition in CONDITIONS:
+        conditions = CONDITIONS
+        if launched is not None:
+            ours = launched[launched["dataset"].isin(runs.loc[runs["family"] == family, "dataset"]) | (launched["dataset"] == dataset)]
+            gated_betas |= set(ours.loc[ours["condition"].isin(GATED), "beta"])
+            named = set(ours["condition"]) | set(mine["condition"])
+            conditions = [c for c in CONDITIONS if c in named]
+        for condition in conditions:
             seen = set(mine.loc[mine["condition"] == condition, "beta"])
             betas = seen | ({0.0} if condition in UNGATED else gated_betas)
             rows += [(dataset, family, condition, beta) for beta in sorted(betas)]
@@ -73,6 +85,7 @@ def seed_medians(runs: pd.DataFrame, complete: bool = True) -> pd.DataFrame:
     cell. With ``complete=True`` every cell of `expected_grid` appears, a missing one with
     ``n_total == 0`` and NaN statistics, so no cell is silently dropped.
     """
+    launched = runs.attrs.get("launched")
     runs = active_runs(runs)
     keys = ["dataset", "condition", "beta"]
     values = runs[keys + ["status", "usable"]].assign(**{prefix: metric_values(runs, metric) for metric, prefix in METRIC_PREFIX.items()})
@@ -83,7 +96,7 @@ def seed_medians(runs: pd.DataFrame, complete: bool = True) -> pd.DataFrame:
     counts = counts.reindex(columns=list(STATUSES), fill_value=0).add_prefix("n_")
     counts["n_total"] = counts.sum(axis=1)
     counts["n_used"] = values.groupby(keys)["usable"].sum()
-    cells = expected_grid(runs) if complete else runs[["dataset", "family", "condition", "beta"]].drop_duplicates()
+    cells = expected_grid(runs, launched) if complete else runs[["dataset", "family", "condition", "beta"]].drop_duplicates()
     table = cells.merge(counts.reset_index(), on=keys, how="left").merge(stats.reset_index(), on=keys, how="left")
     count_columns = ["n_used", "n_total", *STATUS_COUNTS]
     table[count_columns] = table[count_columns].fillna(0).astype(int)
@@ -167,6 +180,13 @@ def log_ratios(runs: pd.DataFrame, metric: str = "test_rmse") -> pd.DataFrame:
         "pairing",
     ]
     return pd.DataFrame(rows, columns=columns)
+
+
+def paired_panels(summaries: Mapping[str, pd.DataFrame], panels: Sequence[str]) -> list[str]:
+    """The panels (of `log_ratio_summary` tables) with at least one seed pair in any of them, in
+    the order given: a panel without one would be drawn empty."""
+    paired = {p for summary in summaries.values() for p in summary.loc[summary["n_pairs"] > 0, "panel"]}
+    return [p for p in panels if p in paired]
 
 
 def log_ratio_summary(ratios: pd.DataFrame, by: str = "family") -> pd.DataFrame:

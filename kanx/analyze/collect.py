@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from kanx.identity import ABSENT, ADDED_LATER, differing_keys, run_defining
+from kanx.manifest import read_manifest
 from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
+from kanx.vocab import MANIFEST as MANIFEST_NAME
 from kanx.vocab import RECORD as RECORD_NAME
 from kanx.vocab import RECORD_METRICS, RECORD_ROLLOUT, RECORD_TIMING, SCHEMA_VERSION
 
@@ -133,7 +136,19 @@ def rollout_test_rmse(record: dict, horizon: int | str) -> float | None:
                        f"{own} steps)")
 
 
-def _row(record: dict, path: str, rollout_horizon: int | str | None = None) -> dict:
+Horizon = int | str  # steps of each rollout, or "whole"
+Horizons = Horizon | Mapping[str, Horizon] | None
+
+
+def horizon_for(dataset: str, rollout_horizon: Horizons) -> Horizon | None:
+    """The rollout horizon a dataset is read at: one for all, one per dataset (a dataset not named
+    is read as recorded), or None (as recorded)."""
+    if isinstance(rollout_horizon, Mapping):
+        return rollout_horizon.get(dataset)
+    return rollout_horizon
+
+
+def _row(record: dict, path: str, rollout_horizon: Horizons = None) -> dict:
     for key in ("dataset", "condition", "seed", "status"):
         if record.get(key) is None:
             raise ValueError(f"no {key!r}")
@@ -144,8 +159,10 @@ def _row(record: dict, path: str, rollout_horizon: int | str | None = None) -> d
         raise ValueError(f"condition {condition!r} is not one of {', '.join(CONDITIONS)}")
     dataset = str(record["dataset"])
     metrics = record.get("metrics") or {}
-    if rollout_horizon is not None and "test_rmse_one_step" in metrics:  # a dynamical system's multi-step reading
-        metrics = {**metrics, "test_rmse": rollout_test_rmse(record, rollout_horizon)}
+    horizon = horizon_for(dataset, rollout_horizon)
+    # A dynamical system's multi-step reading; a failed or diverged run has no metric to read.
+    if horizon is not None and "test_rmse_one_step" in metrics and record["status"] in USABLE_STATUSES:
+        metrics = {**metrics, "test_rmse": rollout_test_rmse(record, horizon)}
     timing = record.get("timing") or {}
     status = str(record["status"])
     return {
@@ -251,12 +268,13 @@ def sort_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return order.drop(columns=["_g", "_c"]).reset_index(drop=True)
 
 
-def load_runs(root: str | Path, rollout_horizon: int | str | None = None) -> pd.DataFrame:
+def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iterable[str] | None = None) -> pd.DataFrame:
     """A row per completed record below ``root`` (columns: `RUN_COLUMNS`).
 
     ``rollout_horizon``: read the dynamical systems' test_rmse at rollouts of that many steps
-    (or ``"whole"``: the whole test segment) instead of as recorded (`rollout_test_rmse`); a
-    record without that reading is skipped and listed.
+    (or ``"whole"``: the whole test segment) instead of as recorded (`rollout_test_rmse`), one
+    horizon for all or a mapping dataset -> horizon (a dataset not in it: as recorded); a
+    record without that reading is skipped and listed. ``datasets``: only their records.
 
     ``usable`` marks the runs that enter medians and log-ratios (status ok or collapsed).
     ``attrs["skipped"]`` lists (path, reason) for records that do not count;
@@ -265,7 +283,7 @@ def load_runs(root: str | Path, rollout_horizon: int | str | None = None) -> pd.
     """
     root = Path(root)
     paths, skipped = find_records(root)
-    rows, mtimes, setups = [], [], []
+    rows, mtimes, setups, launched = [], [], [], launched_in_manifests(root)
     for path in paths:
         rel = path.relative_to(root).as_posix()
         problem = integrity_problem(path.parent)
@@ -274,6 +292,9 @@ def load_runs(root: str | Path, rollout_horizon: int | str | None = None) -> pd.
             continue
         try:
             record = json.loads(path.read_text())
+            if datasets is not None and record.get("dataset") not in datasets:
+                continue
+            launched.append(_launched_cell(record))
             row, setup = _row(record, rel, rollout_horizon), setup_of(record)
         except NotAtHorizon as exc:
             skipped.append((rel, f"not counted: {exc}"))
@@ -294,7 +315,28 @@ def load_runs(root: str | Path, rollout_horizon: int | str | None = None) -> pd.
     runs.attrs["skipped"] = sorted(skipped)
     runs.attrs["config_mixes"] = mixes
     runs.attrs["rollout_horizon"] = rollout_horizon
+    # a tuple, not a frame: pandas compares attrs when it combines frames
+    runs.attrs["launched"] = tuple(sorted({c for c in launched if c is not None and (datasets is None or c[0] in datasets)}))
     return runs
+
+
+def _launched_cell(entry: dict) -> tuple[str, str, float] | None:
+    """(dataset, condition, beta) a record or a manifest entry names; None if it names none."""
+    try:
+        condition = str(entry["condition"])
+        return (str(entry["dataset"]), condition, canonical_beta(entry.get("beta"), condition)) if condition in CONDITIONS else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def launched_in_manifests(root: Path) -> list[tuple[str, str, float] | None]:
+    """The cells the sweep manifests below ``root`` list (kanx.manifest): what was launched,
+    finished or not."""
+    cells = []
+    for path in sorted(root.rglob(MANIFEST_NAME)):
+        manifest = read_manifest(path.parent)
+        cells += [_launched_cell(entry) for entry in (manifest or {}).get("runs", {}).values() if isinstance(entry, dict)]
+    return cells
 
 
 def active_runs(runs: pd.DataFrame) -> pd.DataFrame:

@@ -13,9 +13,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from . import published as pub
-from .aggregate import log_ratio_summary, log_ratios, missing_cells, seed_medians, ungated_structure_check
+from .aggregate import log_ratio_summary, log_ratios, missing_cells, paired_panels, seed_medians, ungated_structure_check
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
+from .readings import horizon_label, short_reading_section
 from .labels import (
     STATUSES,
     family_label,
@@ -67,6 +68,11 @@ pairs / sqrt(pairs)); none with fewer than two pairs. Nguyen is pooled over all 
 problems. Cells read (pairs/runs)."""
 
 
+NO_PAIRS_TEXT = """\
+No figure: no condition here has a Baseline run of the same dataset and seed to pair with (analyse \
+the sweeps together with their Baseline, e.g. the whole results root)."""
+
+
 CONFIG_MIX_TEXT = """\
 A cell pools only runs of one config: the resolved config without beta, seed and the keys that \
 do not change a run's numbers (`kanx.identity`). These cells hold records of more than one; each \
@@ -110,9 +116,18 @@ def _figure_lines(stem: str, alt: str, formats: Sequence[str], numbers: str) -> 
     return [*lines, f"{figure}Numbers: {numbers}", ""]
 
 
-def _rollout_note(horizon) -> list[str]:
+def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
     if horizon is None:
         return []
+    if isinstance(horizon, Mapping):
+        shown = [d for d in datasets if d in horizon]
+        if not shown:
+            return []
+        each = "; ".join(f"{group_label(d)} at {horizon_label(horizon[d])}" for d in shown)
+        return [f"Multi-step test RMSE of the dynamical systems at the paper's reading (the default, `--rollout-horizon paper`): "
+                f"{each} tiling the test segment, from each record's rollout curve (settled on the Baseline and F rows, "
+                "docs/CALIBRATION.md); a record without that reading is skipped. kanx's own reading, the horizon each run was "
+                "trained with, has its own section at the end.", ""]
     reading = "one rollout over the whole test segment" if horizon == "whole" else f"rollouts of {horizon} steps tiling the test segment"
     return [f"Multi-step test RMSE of the dynamical systems read at {reading} (`--rollout-horizon {horizon}`), "
             "from each record's rollout curve; a record without that reading is skipped.", ""]
@@ -237,12 +252,15 @@ def build_artifacts(
     hv_tol: float = pub.HV_TOLERANCE,
     ref_scale: float = REF_SCALE,
     paper: bool = True,
+    short_runs: pd.DataFrame | None = None,
 ) -> Artifacts:
     """All tables, figures and the report for the run table ``runs`` (see `load_runs`).
 
     ``paper``: set the paper's published values (package data) beside every dataset that has
     them; ``published`` (a table of `read_published`) replaces or adds those of
-    ``published_dataset``, and ``published_hv`` compares that dataset's HV with given values."""
+    ``published_dataset``, and ``published_hv`` compares that dataset's HV with given values.
+    ``short_runs``: the dynamical systems' records at kanx's reading (as recorded), when ``runs``
+    reads them at another; they get a section of their own (`short_reading_section`)."""
     art = Artifacts()
     medians = seed_medians(runs)
     datasets = sort_datasets(medians["dataset"])
@@ -268,7 +286,7 @@ def build_artifacts(
         "",
         "## Records",
         "",
-        *_rollout_note(runs.attrs.get("rollout_horizon")),
+        *_rollout_note(runs.attrs.get("rollout_horizon"), datasets),
         _run_summary(runs),
         STATUS_TEXT,
         "",
@@ -358,21 +376,23 @@ def build_artifacts(
         index=False, float_format=CSV_FLOAT, lineterminator="\n"
     )
     art.texts["tables/log_ratios.md"] = log_ratio_markdown(*pooled.values(), family_label)
-    art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), families, family_label, max_cols=max(len(families), 1))
-    lines += [
-        "## Accuracy and size relative to the baseline",
-        "",
-        LOG_RATIO_TEXT,
-        "",
-        *_figure_lines(
+    panels = paired_panels(pooled, families)
+    lines += ["## Accuracy and size relative to the baseline", "", LOG_RATIO_TEXT, ""]
+    if panels:
+        art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), panels, family_label, max_cols=max(len(panels), 1))
+        lines += _figure_lines(
             "figures/log_ratios",
             "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline",
             formats,
             _links("tables/log_ratios", ("md", "csv")) + " · per seed: [csv](tables/log_ratios_per_seed.csv)",
-        ),
-        art.texts["tables/log_ratios.md"],
-    ]
-    if nguyen:
+        )
+    else:
+        lines += [NO_PAIRS_TEXT, "", "Numbers: " + _links("tables/log_ratios", ("md", "csv")), ""]
+    if len(panels) < len(families):
+        lines += ["Not drawn (no condition paired with a Baseline run of the same seed): "
+                  + ", ".join(family_label(f) for f in families if f not in panels) + ".", ""]
+    lines.append(art.texts["tables/log_ratios.md"])
+    if nguyen and "nguyen" in panels:
         nguyen_split = {m: r[r["family"] == "nguyen"] for m, r in split.items()}
         per = {m: log_ratio_summary(r, by="dataset") for m, r in nguyen_split.items()}
         art.texts["tables/log_ratios_nguyen.csv"] = pd.concat(per.values(), ignore_index=True).to_csv(
@@ -380,7 +400,7 @@ def build_artifacts(
         )
         art.texts["tables/log_ratios_nguyen.md"] = log_ratio_markdown(*per.values(), problem_label)
         art.figures["figures/log_ratios_nguyen"] = log_ratio_figure(
-            *per.values(), nguyen, lambda d: f"Nguyen {problem_label(d)}", max_cols=5
+            *per.values(), paired_panels(per, nguyen), lambda d: f"Nguyen {problem_label(d)}", max_cols=5
         )
         lines += [
             "Nguyen, per problem:",
@@ -427,6 +447,8 @@ def build_artifacts(
     lines += _paper_section(medians, hv, hv_detail, tables, sources, pub.paper_hv() if paper else None,
                             {published_dataset: published_hv} if published is not None and published_hv is not None else {},
                             published_hv_source, hv_tol, art)
+    if short_runs is not None:
+        lines += short_reading_section(runs[~runs["superseded"]], short_runs, formats, art.texts, art.figures, _figure_lines, _links)
 
     art.report = "\n".join(lines).rstrip("\n") + "\n"
     return art

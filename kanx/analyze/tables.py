@@ -220,11 +220,12 @@ def absolute_csv(table: pd.DataFrame) -> str:
 
 
 def cell_counts_markdown(medians: pd.DataFrame, dataset: str) -> str:
-    """Rows = conditions, columns = betas; usable/total runs, ``missing``, or a dash."""
+    """Rows = the conditions the dataset's cells name, columns = betas; usable/total runs,
+    ``missing``, or a dash."""
     mine = medians[medians["dataset"] == dataset]
     betas = sorted(mine["beta"].unique())
     rows = []
-    for condition in CONDITIONS:
+    for condition in (c for c in CONDITIONS if c in set(mine["condition"])):
         row = [condition]
         for beta in betas:
             cell = mine[(mine["condition"] == condition) & (mine["beta"] == beta)]

@@ -42,8 +42,7 @@ def _title(run, d: Drawing) -> tuple[str, str]:
     rec, metrics = run.record, run.record.get("metrics") or {}
     beta = rec.get("beta")
     head = f"{rec.get('dataset', '?')}  {rec.get('condition', run.model.condition.name)}"
-    gated = run.model.condition.edge_gates or run.model.condition.exits  # beta acts only through gates
-    head += f"   β={beta:g}" if gated and isinstance(beta, int | float) else ""
+    head += f"   β={beta:g}" if run.model.condition.beta_acts and isinstance(beta, int | float) else ""
     head += f", seed {rec['seed']}" if rec.get("seed") is not None else ""
     n_path = sum(e.role == "path" for e in d.edges)
     n_bias = d.contributing_edges - n_path
@@ -248,7 +247,7 @@ def save(fig: Figure, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: i
 def _short_title(run, d: Drawing) -> str:
     rec, metrics = run.record, run.record.get("metrics") or {}
     head = rec.get("condition", run.model.condition.name)
-    if (run.model.condition.edge_gates or run.model.condition.exits) and isinstance(rec.get("beta"), int | float):
+    if run.model.condition.beta_acts and isinstance(rec.get("beta"), int | float):
         head += f"   β={rec['beta']:g}"
     if rec.get("seed") is not None:
         head += f", seed {rec['seed']}"

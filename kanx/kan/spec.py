@@ -1,5 +1,5 @@
-"""What a GatedKAN is made of: the factorial condition, the architecture hyperparameters,
-and the per-member random streams.
+"""What a GatedKAN is made of: the factorial condition (kanx.vocab.Condition, re-exported
+here), the architecture hyperparameters, and the per-member random streams.
 """
 
 from __future__ import annotations
@@ -10,34 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kanx.vocab import CONDITIONS
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One cell of the 2x2x2 factorial: which of E, F, X are present."""
-
-    edge_gates: bool = False
-    forward: bool = False
-    exits: bool = False
-
-    NAMES = CONDITIONS  # the paper's row order
-
-    @property
-    def name(self) -> str:
-        flags = "E" * self.edge_gates + "F" * self.forward + "X" * self.exits
-        return flags or "Baseline"
-
-    @property
-    def beta_acts(self) -> bool:
-        """Beta acts through L_C only where it has gates to act on: egates (E) or the exit gate (X)."""
-        return self.edge_gates or self.exits
-
-    @classmethod
-    def from_name(cls, name: str) -> Condition:
-        if name not in cls.NAMES:
-            raise ValueError(f"condition {name!r} is not one of {', '.join(cls.NAMES)}")
-        return cls(edge_gates="E" in name, forward="F" in name, exits="X" in name)
+from kanx.vocab import Condition  # noqa: F401  (the model's name for it; kanx.vocab owns it)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,85 @@
+"""The dynamical systems' two readings: the paper's (the tables' default) and kanx's (as trained)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from kanx.analyze.__main__ import main
+from kanx.analyze.published import paper_published
+from kanx.analyze.readings import hidden_losses, paper_readings
+from kanx.records import seal
+
+LADDER = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+
+
+def write_dynamical(root, condition: str, beta, seed: int, short: float, long: float, edges: int = 48) -> None:
+    """An Ikeda record trained at 10-step rollouts whose curve reads ``short`` at 10 steps and
+    ``long`` at 200 (the paper's rung)."""
+    curve = {str(h): (short if h <= 10 else long) for h in LADDER} | {"1600": long}
+    record = {"schema_version": 1, "dataset": "ikeda", "family": "ikeda", "condition": condition, "beta": beta, "seed": seed,
+              "status": "ok", "n_test": 1600, "git_commit": "abc", "config": {"dataset": {"horizon": 10, "n_rollouts": None}},
+              "metrics": {"test_rmse": short, "test_rmse_one_step": short / 10, "rollout_rmse": curve,
+                          "contributing_edges": edges, "depth": 4}}
+    folder = root / "ikeda" / condition / f"beta={beta},seed={seed}"
+    folder.mkdir(parents=True)
+    (folder / "record.json").write_text(json.dumps(record))
+    seal(folder)
+
+
+@pytest.fixture
+def ikeda_root(tmp_path):
+    root = tmp_path / "results"
+    for seed in range(3):
+        write_dynamical(root, "Baseline", None, seed, short=0.10, long=0.86)
+        write_dynamical(root, "E", 0.01, seed, short=0.40, long=0.87, edges=20)  # 4x worse short, the same long
+    return root
+
+
+def test_the_paper_reading_is_settled_per_dataset_and_names_datasets_with_published_tables():
+    readings = paper_readings()
+    assert readings == {"ikeda": 200, "ecosystem": 500}
+    assert all(paper_published(d) is not None for d in readings)
+
+
+def test_the_tables_read_the_paper_rung_by_default_and_the_trained_horizon_on_request(ikeda_root, tmp_path):
+    assert main([str(ikeda_root), "--out", str(tmp_path / "paper"), "--formats", "png"]) == 0
+    assert main([str(ikeda_root), "--out", str(tmp_path / "mine"), "--formats", "png", "--rollout-horizon", "recorded"]) == 0
+    paper = pd.read_csv(tmp_path / "paper" / "tables" / "seed_medians.csv").set_index("condition")
+    mine = pd.read_csv(tmp_path / "mine" / "tables" / "seed_medians.csv").set_index("condition")
+    assert paper.loc["Baseline", "rmse_median"] == pytest.approx(0.86) and paper.loc["E", "rmse_median"] == pytest.approx(0.87)
+    assert mine.loc["Baseline", "rmse_median"] == pytest.approx(0.10) and mine.loc["E", "rmse_median"] == pytest.approx(0.40)
+
+    report = (tmp_path / "paper" / "report.md").read_text()
+    assert "at the paper's reading (the default, `--rollout-horizon paper`): Ikeda at rollouts of 200 steps" in report
+    assert "## kanx's reading of the dynamical systems: short rollouts" in report
+    assert (tmp_path / "paper" / "figures" / "short" / "log_ratios.png").is_file()
+    short = (tmp_path / "paper" / "tables" / "short" / "absolute_ikeda.csv").read_text()
+    assert "0.4" in short and "0.87" not in short
+    hv = pd.read_csv(tmp_path / "paper" / "tables" / "short" / "hypervolume.csv").set_index("condition")
+    assert hv.loc["E", "ikeda_paper"] == pytest.approx(1.0) and hv.loc["E", "ikeda_kanx"] == pytest.approx(1.0)
+    # E's RMSE is 4x the Baseline's at 10 steps and within 0.005 in log10 at 200: the report names it.
+    assert "**What the paper's reading hides**: 1 cell loses accuracy" in report
+    assert "Ikeda E β = 0.01 (-0.60 vs -0.01)" in report
+    # Asked for kanx's reading, the tables are it, and no second section repeats them.
+    assert "## kanx's reading of the dynamical systems" not in (tmp_path / "mine" / "report.md").read_text()
+
+
+def test_a_run_without_dynamical_records_gets_no_second_reading(tmp_path):
+    folder = tmp_path / "results" / "concrete" / "Baseline" / "s0"
+    folder.mkdir(parents=True)
+    (folder / "record.json").write_text(json.dumps({"schema_version": 1, "dataset": "concrete", "family": "concrete",
+                                                    "condition": "Baseline", "beta": None, "seed": 0, "status": "ok",
+                                                    "metrics": {"test_rmse": 5.0, "contributing_edges": 351, "depth": 3}}))
+    seal(folder)
+    assert main([str(tmp_path / "results"), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "kanx's reading" not in report and "paper's reading" not in report
+
+
+def test_hidden_losses_are_worse_short_and_level_long():
+    rows = pd.DataFrame({"panel": ["ikeda"] * 3, "condition": ["E", "EF", "X"], "beta": [0.01] * 3,
+                         "mean_short": [-0.3, -0.3, -0.05], "mean_paper": [0.01, -0.2, 0.0]})
+    assert hidden_losses(rows)["condition"].tolist() == ["E"]  # EF's loss shows at the paper's reading too; X loses too little
