@@ -67,7 +67,7 @@ def expected_grid(runs: pd.DataFrame, launched: Sequence[tuple[str, str, float]]
         gated_betas = set(fam["beta"])
         conditions = CONDITIONS
         if launched is not None:
-            ours = launched[launched["dataset"].isin(runs.loc[runs["family"] == family, "dataset"]) | (launched["dataset"] == dataset)]
+            ours = launched[launched["dataset"].isin(runs.loc[runs["family"] == family, "dataset"])]
             gated_betas |= set(ours.loc[ours["condition"].isin(GATED), "beta"])
             named = set(ours["condition"]) | set(mine["condition"])
             conditions = [c for c in CONDITIONS if c in named]

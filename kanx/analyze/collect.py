@@ -286,14 +286,14 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
     rows, mtimes, setups, launched = [], [], [], launched_in_manifests(root)
     for path in paths:
         rel = path.relative_to(root).as_posix()
+        if datasets is not None and _dataset_of(path) not in (*datasets, None):
+            continue  # another dataset's record: not worth its integrity check (a hash of every file)
         problem = integrity_problem(path.parent)
         if problem is not None:
             skipped.append((rel, f"not counted: {problem.replace(str(path.parent), str(Path(rel).parent))}"))
             continue
         try:
             record = json.loads(path.read_text())
-            if datasets is not None and record.get("dataset") not in datasets:
-                continue
             launched.append(_launched_cell(record))
             row, setup = _row(record, rel, rollout_horizon), setup_of(record)
         except NotAtHorizon as exc:
@@ -318,6 +318,14 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
     # a tuple, not a frame: pandas compares attrs when it combines frames
     runs.attrs["launched"] = tuple(sorted({c for c in launched if c is not None and (datasets is None or c[0] in datasets)}))
     return runs
+
+
+def _dataset_of(path: Path) -> str | None:
+    """The dataset a record file names; None where it cannot be read (the caller's checks say why)."""
+    try:
+        return str(json.loads(path.read_text()).get("dataset"))
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _launched_cell(entry: dict) -> tuple[str, str, float] | None:

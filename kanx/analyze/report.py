@@ -128,7 +128,7 @@ def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
                 f"{each} tiling the test segment, from each record's rollout curve (settled on the Baseline and F rows, "
                 "docs/CALIBRATION.md); a record without that reading is skipped. kanx's own reading, the horizon each run was "
                 "trained with, has its own section at the end.", ""]
-    reading = "one rollout over the whole test segment" if horizon == "whole" else f"rollouts of {horizon} steps tiling the test segment"
+    reading = horizon_label(horizon) + ("" if horizon == "whole" else " tiling the test segment")
     return [f"Multi-step test RMSE of the dynamical systems read at {reading} (`--rollout-horizon {horizon}`), "
             "from each record's rollout curve; a record without that reading is skipped.", ""]
 
