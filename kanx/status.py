@@ -31,13 +31,7 @@ seeds 0-9); run folders found on disk always count. A multirun that swept other 
 (dataset=a,b) spreads over several folders, so its multirun.yaml says nothing about one
 folder: its manifests do.
 
-ETA: the steps left (epochs left x batches per epoch, one pack of up to train.pack_size runs
-at a time, a checkpointed run from its epoch) at the median pack step rate of the sweep's
-records (timing.steps_per_s; else of the same dataset and condition elsewhere in the root;
-else, for a sweep still running, the rate of the stretch its checkpoints' last segment says
-the running process has trained so far), sweeps one after another. Epochs, batches per epoch
-and pack size come from a record, else the manifest, else the multirun.yaml, else a checkpoint's
-pack facts. A pack spanning several sweeps counts once in the total.
+ETA: the steps left at the recorded pack step rate, sweeps one after another (kanx.eta says how).
 Failed runs count as left: the next invocation retries them.
 
 Reads only files; imports torch only to read a checkpoint (its epoch, last stretch and pack).
@@ -50,7 +44,6 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -59,13 +52,13 @@ from pathlib import Path
 import yaml
 
 from kanx.cli import pipe_safe, prog
+from kanx.eta import LEFT, duration, estimate, total_eta
 from kanx.manifest import expected_runs, read_manifest
 from kanx.records import lock_is_live, read_state
 from kanx.vocab import CHECKPOINT, LOCK, MANIFEST, RECORD, UNGATED, Condition, folder_tag  # UNGATED: no beta sweep, seeds only at beta 0
 
 MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")
-LEFT = ("failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")  # what the next invocation trains
 RARE = ("corrupt", "bad checkpoint")  # columns of the table only where some run is in them
 DEFAULT_SEEDS = tuple(range(10))  # conf/config.yaml: hydra.sweeper.params.seed = range(0,10)
 _RUN_DIR = re.compile(r"beta=(?P<beta>[^,/]+),seed=(?P<seed>\d+)")
@@ -300,39 +293,6 @@ def _protocol(records: list[dict], multirun: Path | None, runs: Iterable[Run] = 
     return None
 
 
-def _rate(records: Iterable[dict]) -> float | None:
-    rates = [r["timing"]["steps_per_s"] for r in records if isinstance((r.get("timing") or {}).get("steps_per_s"), int | float) and r["timing"]["steps_per_s"] > 0]
-    return statistics.median(rates) if rates else None
-
-
-def running_rate(runs: list[Run], protocol: tuple[int, int, int] | None) -> float | None:
-    """The median pack step rate of the running runs' current stretches (epochs x batches per
-    epoch / seconds), from their checkpoints; None without one that says. Only running runs:
-    a stopped run's last stretch may have been on another device."""
-    if protocol is None:
-        return None
-    batches = protocol[1]
-    rates = [r.stretch[0] * batches / r.stretch[1] for r in runs if r.state == "running" and r.stretch and r.stretch[0] > 0 and r.stretch[1] > 0]
-    return statistics.median(rates) if rates else None
-
-
-def eta_seconds(runs: list[Run], protocol: tuple[int, int, int] | None, rate: float | None) -> float | None:
-    """Seconds to train the runs left: packs of up to pack_size runs that start at the same
-    epoch (as kanx.runner packs them), each (epochs - start) x batches steps at ``rate``."""
-    left = [r for r in runs if r.state in LEFT]
-    if not left:
-        return 0.0
-    if protocol is None or rate is None:
-        return None
-    epochs, batches, pack_size = protocol
-    starts: dict[int, int] = {}
-    for r in left:
-        start = r.epoch if r.state in ("checkpointed", "running", "corrupt") and r.epoch is not None else 0  # the runner resumes a corrupt run from its checkpoint
-        starts[start] = starts.get(start, 0) + 1
-    steps = sum(math.ceil(n / pack_size) * max(epochs - e, 0) * batches for e, n in starts.items())
-    return steps / rate
-
-
 # ---------------------------------------------------------------------------- the status
 
 
@@ -394,36 +354,9 @@ def collect(root: str | Path) -> list[Sweep]:
                            multirun=plans[sweep_dir].source if sweep_dir in plans else None, manifest=manifest))
 
     for sweep in found:
-        protocol = _protocol(sweep.records, sweep.multirun, sweep.runs, sweep.manifest)
-        rate = _rate(sweep.records)
-        if rate is None:  # the same dataset and condition elsewhere (another tag)
-            rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition) for r in s.records)
-        if rate is None:  # still running, no record yet: the running process's own pace
-            rate = running_rate(sweep.runs, protocol)
-        sweep.eta_s = eta_seconds(sweep.runs, protocol, rate)
-        in_packs = [r for r in sweep.runs if r.state in ("checkpointed", "running") and r.pack and r.epoch is not None]
-        packed = {id(r) for r in in_packs}
-        sweep.other_eta_s = eta_seconds([r for r in sweep.runs if id(r) not in packed], protocol, rate)
-        steps: dict[str, int] = {}  # each named pack once: (its epochs - the furthest epoch its checkpoints hold) x batches
-        for r in in_packs:
-            steps[r.pack["id"]] = min(steps.get(r.pack["id"], math.inf), max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"])
-        sweep.pack_eta_s = {pack_id: None if rate is None else n / rate for pack_id, n in steps.items()}
+        estimate(sweep, found, _protocol(sweep.records, sweep.multirun, sweep.runs, sweep.manifest))
     rank = {c: i for i, c in enumerate(CONDITIONS)}
     return sorted(found, key=lambda s: (dataset_rank(s.dataset), rank.get(s.condition, len(rank)), s.condition, s.path))
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 1:
-        return "-" if seconds == 0 else "<1s"
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
 
 
 def _checkpointed(runs: list[Run], state: str) -> str:
@@ -435,23 +368,6 @@ def _checkpointed(runs: list[Run], state: str) -> str:
         return str(len(mine))
     at = str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
     return f"{len(mine)}@{at}"
-
-
-def total_eta(sweeps: list[Sweep]) -> float | None:
-    """Seconds to train every run left, packs one after another: each sweep's runs outside a named
-    pack, plus every named pack once however many sweeps it spans (the slowest estimate of it; a
-    sweep without a step rate leaves the estimate to the others). None while some run has none."""
-    if any(s.other_eta_s is None for s in sweeps):
-        return None
-    packs: dict[str, list[float]] = {}
-    for s in sweeps:
-        for pack_id, seconds in s.pack_eta_s.items():
-            estimates = packs.setdefault(pack_id, [])
-            if seconds is not None:
-                estimates.append(seconds)
-    if not all(packs.values()):
-        return None
-    return sum(s.other_eta_s for s in sweeps) + sum(max(estimates) for estimates in packs.values())
 
 
 def format_table(sweeps: list[Sweep]) -> str:

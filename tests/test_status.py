@@ -12,7 +12,8 @@ import torch
 from helpers import ROOT
 
 from kanx.records import seal, write_record
-from kanx.status import collect, eta_seconds, main
+from kanx.eta import eta_seconds
+from kanx.status import collect, main
 
 
 def write_run(folder: Path, status: str | None = "ok", config: dict | None = None, epoch: int | None = None, lock: bool = False,
@@ -84,7 +85,8 @@ def test_eta_packs_runs_by_their_start_epoch():
 def test_a_running_sweep_without_records_has_an_eta_from_its_own_stretch(tmp_path):
     """Before any record, the running process's pace (its checkpoints' last stretch: epochs and
     training seconds) gives the ETA; a stopped run's stretch (another device, maybe) does not."""
-    from kanx.status import Run, read_checkpoint, running_rate
+    from kanx.eta import running_rate
+    from kanx.status import Run, read_checkpoint
 
     def stretch_checkpoint(folder, epochs, seconds, lock):
         write_run(folder, None, lock=lock)
@@ -146,7 +148,7 @@ def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(
     from helpers import TOY, run_until_interrupted
 
     from kanx.plan import sweep_jobs
-    from kanx.status import total_eta
+    from kanx.eta import total_eta
 
     args = [f"results_root={tmp_path}", "seed=0", "train.epochs=20", "train.warmup=4", "train.fc_warmup=2", *TOY]
     configs = sweep_jobs("sin_xy2", "E", [*args, "beta=0.0,0.1"]) + sweep_jobs("sin_xy2", "baseline", [*args, "beta=0.0"])
