@@ -10,7 +10,7 @@ TORCH_VERSION  ?= 2.13.0
 SHARED_DATA    := $(abspath ../shared/data)
 export KANX_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/concrete.csv),$(SHARED_DATA),)
 
-# reproduce-tables (scripts/reproduce.py)
+# reproduce-tables (kanx/reproduce.py, also kanx-reproduce)
 SCALE    ?= full
 DATASETS ?=
 LAUNCHER ?= packed
@@ -58,7 +58,7 @@ lint: install ## ruff
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
 
 reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n] [GROUP=auto|all|condition|sweep] [PACK_SIZE=n]
-	$(PY) scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) $(if $(GROUP),--group $(GROUP)) \
+	$(PY) -m kanx.reproduce --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) $(if $(GROUP),--group $(GROUP)) \
 	  $(if $(PACK_SIZE),--pack-size $(PACK_SIZE)) $(if $(DATASETS),--datasets $(DATASETS)) $(if $(RESULTS),--results $(RESULTS)) $(OVERRIDES)
 
 analyze: install ## Analysis only: python -m kanx.analyze RESULTS (RESULTS=dir, default outputs/paper)

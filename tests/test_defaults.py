@@ -1,7 +1,6 @@
 """One owner per default (issue #35): each default is written once and every entry point reads it
 from its owner; where conf/ must hold a copy to compose, these tests compare the two."""
 
-import importlib.util
 import inspect
 
 import pytest
@@ -22,10 +21,9 @@ def test_one_pack_grouping_default_for_every_entry_point(monkeypatch):
     for f in (runner.make_packs, runner.run_jobs, runner.run_command, plan.run_plan, PackedLauncher):
         assert inspect.signature(f).parameters["group"].default == vocab.DEFAULT_GROUP, f
     assert PackedLauncherConf.group == SlurmLauncherConf.group == vocab.DEFAULT_GROUP
-    # scripts/reproduce.py (make reproduce-tables) passes the same default on to kanx.plan
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
-    reproduce = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reproduce)
+    # kanx-reproduce (make reproduce-tables) passes the same default on to kanx.plan
+    from kanx import reproduce
+
     seen = []
     monkeypatch.setattr(reproduce, "run_packed", lambda a, results: seen.append(a.group) or 0)
     assert reproduce.main(["--datasets", "nguyen_f1", "--conditions", "E", "--no-analysis"]) == 0

@@ -1,0 +1,174 @@
+"""Run every sweep of the paper, then the analysis (what `make reproduce-tables` calls).
+
+    kanx-reproduce [--scale full|smoke] [--datasets concrete ikeda ...]
+                   [--results DIR] [--launcher packed|basic|slurm] [--dry-run]
+
+(or `python -m kanx.reproduce`, or `python scripts/reproduce.py` from a checkout.)
+
+Each (dataset, condition) sweep is what `python -m kanx.train +condition=C dataset=D -m`
+would run, with the dataset's beta list and seeds 0-9 from conf/. With the packing launcher
+(the default) every sweep is composed in this process (kanx.plan) and packs are cut across
+sweeps by `--group`: `all` mixes conditions and datasets that share the protocol,
+`condition` mixes datasets only, `sweep` keeps one sweep per pack, and `auto` (the default)
+is `all` on a GPU and `condition` on a CPU (kanx.runner.resolve_group). `--jobs n` trains the
+packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
+pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
+fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
+beta, short rollouts) into its own results folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kanx.cli import prog
+from kanx.vocab import CONDITIONS as _CONDITIONS
+from kanx.vocab import DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_DATASETS, condition_option
+
+DATASETS = list(PAPER_DATASETS)
+CONDITIONS = [condition_option(c) for c in _CONDITIONS]
+
+
+def smoke_overrides(dataset: str) -> list[str]:
+    args = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "train.compile=false", "seed=0,1"]
+    if dataset in DYNAMICAL:
+        args.append("dataset.horizon=50")
+    return args
+
+
+def sweep_command(dataset: str, condition: str, scale: str, results: str, launcher: str, extra: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "kanx.train", f"+condition={condition}", f"dataset={dataset}", f"launcher={launcher}", f"results_root={results}"]
+    if scale == "smoke":
+        cmd += smoke_overrides(dataset)
+    return cmd + extra + ["-m"]
+
+
+def run_sweep(cmd: list[str], env: dict, log_dir: Path | None) -> int:
+    """One sweep; with sweeps running side by side, its output goes to LOG_DIR/<dataset>_<condition>.log."""
+    if log_dir is None:
+        return subprocess.call(cmd, env=env)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    condition, dataset = (arg.split("=", 1)[1] for arg in cmd[3:5])  # +condition=C dataset=D
+    with open(log_dir / f"{dataset}_{condition}.log", "a") as log:
+        return subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def run_packed(a, results: str) -> int:
+    """Every sweep composed here, packs cut across them (kanx.plan), trained here or, with
+    --launcher slurm, submitted as one SLURM array (one task per pack)."""
+    import logging
+
+    from kanx.errors import ConfigError, StorageError
+    from kanx.plan import run_plan, sweep_jobs
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configs = []
+    try:
+        for d in a.datasets:
+            for c in a.conditions:
+                extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
+                configs += sweep_jobs(d, c, extra)
+        if a.launcher == "slurm":
+            return submit_to_slurm(configs, a.group, a.pack_size, results)  # auto: per run, from its device
+        failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
+    except ConfigError as e:
+        print(f"reproduce: error: {e}", file=sys.stderr)
+        return 2
+    except StorageError as e:
+        print(f"reproduce: error: {e}; training stopped: the runs recorded so far keep their records, re-run to train the others", file=sys.stderr)
+        return 1
+    if failed:
+        print(f"reproduce: {failed} pack(s) or worker(s) failed; their runs hold `failed` records; fix and re-run to fill the holes", file=sys.stderr)
+        return 1
+    return 0
+
+
+def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) -> int:
+    """One SLURM array for every sweep: a task per pack, packs cut across the sweeps. The
+    launcher's settings are the composed hydra.launcher.* (conf/launcher/slurm.yaml, the
+    command line); its submitit folder is RESULTS/.submitit."""
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.kanx_launcher.slurm_launcher import SlurmLauncher
+    from kanx.runner import prepare_jobs
+
+    params = OmegaConf.to_container(configs[0][0].hydra.launcher, resolve=True)
+    params.pop("_target_", None)
+    params["submitit_folder"] = str(Path(results).absolute() / ".submitit" / "%j")
+    if pack_size:
+        params["pack_size"] = pack_size
+    missing = SlurmLauncher(**params).submit_prepared(prepare_jobs(configs), group)
+    if missing:
+        print(f"reproduce: {missing} run(s) have no record (see the task logs above); re-run to submit only those", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from_script = bool(sys.argv) and Path(sys.argv[0]).parent.name == "scripts"
+    as_typed = f"python {sys.argv[0]}" if from_script else prog("kanx.reproduce")
+    p = argparse.ArgumentParser(prog=as_typed,  # as typed: kanx-reproduce, python -m kanx.reproduce or python scripts/reproduce.py
+                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", choices=["full", "smoke"], default="full")
+    p.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
+    p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME")
+    p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
+    p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
+    p.add_argument("--jobs", type=int, default=1, help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
+    p.add_argument("--group", choices=GROUPINGS, default=DEFAULT_GROUP,
+                   help="packed launcher: how far packs mix sweeps (default auto: all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
+    p.add_argument("--pack-size", type=int, default=None, help="packed launcher: most runs per pack (default: train.pack_size)")
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a time-boxed job on an offline GPU node)")
+    p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
+    a = p.parse_intermixed_args(argv)  # options may follow the overrides
+    for d in a.datasets:
+        if d not in DATASETS + ["sin_xy2"]:
+            p.error(f"dataset {d!r} is not one of: {', '.join(DATASETS)}")
+    by_name = {name.lower(): option for name, option in zip(_CONDITIONS, CONDITIONS, strict=True)}
+    for c in a.conditions:
+        if c.lower() not in by_name:
+            p.error(f"condition {c!r} is not one of: {', '.join(_CONDITIONS)}")
+    a.conditions = [by_name[c.lower()] for c in a.conditions]  # Baseline or baseline: the config group's name
+    results = a.results or ("outputs/smoke" if a.scale == "smoke" else "outputs/paper")
+
+    commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides) for d in a.datasets for c in a.conditions]
+    for cmd in commands:
+        print("+", " ".join(cmd[1:]), flush=True)
+    if a.launcher in ("packed", "slurm") and not a.dry_run:
+        rc = run_packed(a, results)
+        if rc:
+            return rc
+        if a.launcher == "slurm" and "hydra.launcher.wait=false" in a.overrides:
+            print(f"reproduce: submitted; once the array has ended: python -m kanx.analyze {results}")
+            return 0
+    elif not a.dry_run:
+        # Several sweeps at once pay off at toy scale, where process start-up dominates.
+        env = os.environ | ({"OMP_NUM_THREADS": "1"} if a.jobs > 1 else {})
+        with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            codes = list(pool.map(lambda cmd: run_sweep(cmd, env, Path(results) / "logs" if a.jobs > 1 else None), commands))
+        failed = [" ".join(cmd[3:5]) for cmd, rc in zip(commands, codes, strict=True) if rc != 0]
+        if failed:
+            print(f"reproduce: {len(failed)} sweep(s) failed: {'; '.join(failed)}; fix and re-run to fill the holes"
+                  + (f" (logs: {Path(results) / 'logs'})" if a.jobs > 1 else ""), file=sys.stderr)
+            return 1
+    analyze = [sys.executable, "-m", "kanx.analyze", results, "--curves"]  # curves per cell, its seeds overlaid
+    if not a.analysis:
+        return 0
+    print("+", " ".join(analyze[1:]), flush=True)
+    if a.dry_run:
+        return 0
+    rc = subprocess.call(analyze)
+    if rc == 0:
+        print(f"report: {Path(results) / 'report.md'}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
