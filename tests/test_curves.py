@@ -57,7 +57,7 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
 
     from kanx.analyze.__main__ import main
     from kanx.analyze.collect import load_runs
-    from kanx.analyze.curves import beta_onset, curve_figures, read_history
+    from kanx.analyze.curve_figures import beta_onset, curve_figures, read_history
 
     configs = run_dirs(tmp_path, "EFX", seeds="0,1", betas="0.1") + run_dirs(tmp_path, "baseline", seeds="0,1", betas="0.0")
     assert run_plan(configs, group="all") == 0

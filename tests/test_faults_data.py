@@ -20,7 +20,7 @@ from helpers import TOY, cli, offline_data, train_run
 import kanx
 from kanx import formula
 from kanx.data import load_dataset
-from kanx.draw import cli as draw_cli
+from kanx.draw import command as draw_cli
 from kanx.errors import ConfigError, DataError
 from kanx.records import seal
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from kanx.cli import prog
 
 from .collect import load_runs
-from .curves import curve_figures
+from .curve_figures import curve_figures
 from .labels import group_label
 from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
 from .readings import paper_readings
@@ -137,7 +137,7 @@ end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks t
 
 
 def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> tuple[int, list[tuple[str, str]]]:
-    """Draw the training curves (kanx.analyze.curves) as PNGs below ``out`` and list them in
+    """Draw the training curves (kanx.analyze.curve_figures) as PNGs below ``out`` and list them in
     the report; saved one at a time, since the whole paper has thousands. Returns the count and
     the damaged curves left out, (run folder, why), which the report lists too."""
     lines, count, dataset_shown, skipped = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None, []

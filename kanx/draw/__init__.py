@@ -24,10 +24,10 @@ and the drawing says so.
 The package, by job: graph.py (each edge of the trained member and its role, from
 kanx.kan.structure's trace; what is drawn), values.py (node ranges and edge curves, from the
 model), layout.py (where nodes and plots go), render.py (matplotlib: one run, a grid of
-runs, files), cli.py (``python -m kanx.draw``, ``kanx-draw``).
+runs, files), command.py (``python -m kanx.draw``, ``kanx-draw``).
 """
 
-from .cli import main
+from .command import main
 from .graph import Drawing, EdgeInfo, plan
 from .layout import Layout
 from .render import COLORS, FORMATS, MAX_PLOTS, draw_grid, draw_run, save

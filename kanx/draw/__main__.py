@@ -1,8 +1,8 @@
-"""``python -m kanx.draw``: see kanx.draw.cli."""
+"""``python -m kanx.draw``: see kanx.draw.command."""
 
 import sys
 
-from .cli import main
+from .command import main
 
 if __name__ == "__main__":
     sys.exit(main())
