@@ -207,3 +207,42 @@ def test_node_gates_learn_and_paper_members_keep_no_node_state():
     moved = pack.model.node_alpha[0]
     assert not torch.equal(moved[:2], start[:2]) and torch.equal(moved[2:], start[2:])  # only the gated nodes learn
     assert "node_alpha" in pack.model.member_state_dict(0) and "node_alpha" not in pack.model.member_state_dict(1)
+
+
+# ---------------------------------------------------------------- the distractor study (smoke scale)
+def test_distractor_inputs_leave_the_true_inputs_and_targets_as_they_were():
+    from kanx.data import load_dataset
+
+    plain, with_k = load_dataset("nguyen_f10", data_seed=4), load_dataset("nguyen_f10", data_seed=4, distractors=3)
+    assert with_k.input_names == ("x", "y", "d1", "d2", "d3")
+    assert torch.equal(plain.x_train, with_k.x_train[:, :2]) and torch.equal(plain.y_test, with_k.y_test)
+    noise = with_k.x_train[:, 2:]
+    assert float(noise.min()) >= -math.pi and float(noise.max()) <= math.pi and float(noise.std()) > 1.0
+    with pytest.raises(ConfigError, match="distractors"):
+        load_dataset("nguyen_f9", data_seed=0, distractors=-1)
+
+
+def test_the_distractor_study_composes_its_sweeps_and_tabulates_recovery(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from kanx.plan import sweep_jobs
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "distractors.py"
+    spec = importlib.util.spec_from_file_location("distractors", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    jobs = sweep_jobs("nguyen_f9", "EFXI", study.sweep_overrides(3, tmp_path, 2, True, ["beta=0.01"]))
+    assert len(jobs) == 2
+    run = run_config_from(jobs[0][0])
+    assert run.model.width[0] == 5 and run.data.options["distractors"] == 3 and run.condition.input_gates
+    for seed, kept in enumerate((["x", "y"], ["x", "y", "d2"])):
+        d = tmp_path / "nguyen_f9" / "EFXI" / "t" / f"beta=0.01,seed={seed}"
+        d.mkdir(parents=True)
+        record = {"dataset": "nguyen_f9", "condition": "EFXI", "beta": 0.01, "status": "ok", "config": {"dataset": {"distractors": 3}},
+                  "metrics": {"test_rmse": 0.1 * (seed + 1), "contributing_edges": 4 + seed, "selected_inputs": kept}}
+        (d / "record.json").write_text(json.dumps(record))
+        (d / "done").write_text("")
+    text = study.table(tmp_path, 3)
+    assert "| nguyen_f9 | EFXI | 0.01 | 2 | 1/2 (50%) | 0.15 | 4.5 | 0.50 |" in text, text

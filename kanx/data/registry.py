@@ -36,12 +36,14 @@ class DatasetSpec:
 
 
 _SIZES = {"n_train": 1024, "n_test": 256}
+# The function datasets' own option: k distractor inputs, uniform noise the target ignores (issue #38).
+_FUNCTION_OPTIONS = {**_SIZES, "distractors": 0}
 _ROLLOUT = {"horizon": None, "n_rollouts": None}  # None, None: one rollout over the whole test segment
 
 
 def _function_specs() -> dict[str, DatasetSpec]:
     return {
-        name: DatasetSpec(name, synthetic.make_function_dataset, _SIZES, f"{p.formula}, uniform on {p.domain}")
+        name: DatasetSpec(name, synthetic.make_function_dataset, _FUNCTION_OPTIONS, f"{p.formula}, uniform on {p.domain}")
         for name, p in synthetic.PROBLEMS.items()
     }
 
@@ -130,6 +132,7 @@ def _column_list(value: Any) -> list[str]:
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "n_train": _int(1),
     "n_test": _int(1),
+    "distractors": _int(0),
     "transient": _int(0),
     "horizon": _int(1),
     "n_rollouts": _int(1),
