@@ -246,3 +246,17 @@ def test_the_distractor_study_composes_its_sweeps_and_tabulates_recovery(tmp_pat
         (d / "done").write_text("")
     text = study.table(tmp_path, 3)
     assert "| nguyen_f9 | EFXI | 0.01 | 2 | 1/2 (50%) | 0.15 | 4.5 | 0.50 |" in text, text
+
+
+def test_the_formula_export_leaves_out_a_closed_input_and_a_closed_node():
+    from kanx.formula import contributing_edges
+
+    x = torch.rand(64, 3) * 2 - 1
+    model = GatedKAN(SPEC, Condition.from_name("EFXNI"), seeds=[0])
+    with torch.no_grad():
+        model.exit_logits[0, -1] = 5.0
+        model.node_alpha[0, 0] = CLOSED  # input x_0
+        model.node_alpha[0, SPEC.width[0] + 1] = CLOSED  # unit x^(1)_1
+    edges, *_ = contributing_edges(model, x)
+    nodes = {e.src for e in edges} | {e.dst for e in edges}
+    assert edges and ("x", 0, 0) not in nodes and ("x", 1, 1) not in nodes and ("x", 0, 1) in nodes
