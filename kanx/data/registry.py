@@ -219,11 +219,18 @@ def load_dataset(name: str, *, data_seed: int, loader: str | None = None, **opti
 GENERATOR_VERSION = "kanx.data generators v1"
 
 
+# Options added after records existed, with the value that generates the data of before: left
+# out of the data hash at that value, so every committed record keeps its data_hash.
+OPTIONS_ADDED_LATER = {"distractors": 0}
+_NONE = object()
+
+
 def data_hash(ds: Dataset) -> str:
     """The identity of a dataset's content, 16 hex digits: a data file's sha256 (tabular
     and CSV data), else a hash of what generated it (GENERATOR_VERSION, the generator's
     parameters in ds.provenance, the options and the data seed)."""
     if "sha256" in ds.provenance:
         return str(ds.provenance["sha256"])[:16]
-    made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": ds.options, "data_seed": ds.data_seed}
+    options = {k: v for k, v in ds.options.items() if OPTIONS_ADDED_LATER.get(k, _NONE) != v}
+    made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": options, "data_seed": ds.data_seed}
     return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:16]
