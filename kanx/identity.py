@@ -27,8 +27,7 @@ ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "t
                "train.tau_x_epochs": None,
                # issue #38: the factors N and I, and the complexity weights, at the paper's (none; all ones)
                "condition.node_gates": False, "condition.input_gates": False,
-               "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0, "model.layer_costs": None, "model.input_costs": None,
-               "dataset.distractors": 0}
+               "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0, "model.layer_costs": None, "model.input_costs": None}
 ABSENT = "<absent>"
 
 _ANY = object()
