@@ -24,7 +24,10 @@ TAG_EXCLUDED = (*NAMED_BY_PATH, *NOT_RUN_DEFINING)
 # model.grid_refit_points: records from before it refit on 256 order statistics (the default
 # then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
 ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax",
-               "train.tau_x_epochs": None}
+               "train.tau_x_epochs": None,
+               # issue #38: the factors N and I, and the complexity weights, at the paper's (none; all ones)
+               "condition.node_gates": False, "condition.input_gates": False,
+               "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0, "model.layer_costs": None, "model.input_costs": None}
 ABSENT = "<absent>"
 
 _ANY = object()

@@ -93,7 +93,9 @@ def test_conf_composes_every_default_from_the_dataclasses():
     composed_ = OmegaConf.to_container(composed("~dataset"), resolve=False)
     expected = {"beta": RunConfig.beta, "seed": RunConfig.seed, "device": RunConfig.device, "overwrite": RunConfig.overwrite,
                 "results_root": vocab.RESULTS_ROOT, "condition": {"name": vocab.BASELINE},
-                "model": {"gate_estimator": GATE_ESTIMATOR, "edge_cost": Costs.edge, "node_cost": Costs.node, "exit_cost": Costs.exit}}
+                "model": {"gate_estimator": GATE_ESTIMATOR, "edge_cost": Costs.edge, "node_cost": Costs.node, "exit_cost": Costs.exit,
+                          "trunk_cost": Costs.trunk, "forward_cost": Costs.forward, "head_cost": Costs.head,
+                          "layer_costs": Costs.layers, "input_costs": Costs.inputs}}
     for section, cls in (("condition", vocab.Condition), ("model", KANSpec), ("train", TrainConfig)):
         for f in fields(cls):
             if f.name != "grid_range":  # not a config key: the range inputs are scaled to
