@@ -217,9 +217,11 @@ def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
 # ---------------------------------------------------------------- a signal's checkpoint and the curve
 
 
-def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypatch, own_signals):
-    """SIGTERM at epoch 9, after the periodic checkpoint at 6: the resumed run's metrics.csv is the
-    uninterrupted run's, row for row (training seconds aside), epochs 7 to 9 included."""
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])  # SIGINT: Ctrl-C
+def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypatch, own_signals, signame):
+    """Ctrl-C or SIGTERM at epoch 9, after the periodic checkpoint at 6: the resumed run's
+    metrics.csv is the uninterrupted run's from epoch 1, row for row (training seconds aside),
+    epochs 7 to 9 included (the issue's Ctrl-C at epoch 30, scaled down)."""
     import pandas as pd
 
     from kanx.plan import sweep_jobs
@@ -234,7 +236,7 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
 
     def signalled(self):
         if self.epoch == 9:
-            os.kill(os.getpid(), signal.SIGTERM)  # its handler checkpoints the pack as of epoch 9, then stops
+            os.kill(os.getpid(), getattr(signal, signame))  # its handler checkpoints the pack as of epoch 9, then stops
         return run_epoch(self)
 
     stopped = configs(tmp_path / "stopped")
@@ -242,7 +244,7 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
         patch.setattr(Trainer, "run_epoch", signalled)
         with pytest.raises(SystemExit) as stop:
             run_command(stopped, tmp_path, tmp_path)
-    assert stop.value.code == 128 + signal.SIGTERM
+    assert stop.value.code == 128 + getattr(signal, signame)
     run_dir = stopped[0][1]
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] == 9
     assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == list(range(1, 10))  # flushed with the signal's checkpoint
