@@ -199,10 +199,11 @@ def test_a_failing_pack_leaves_the_records_it_finished_alone(tmp_path, monkeypat
 
 
 def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
-    """The same on a 120 KiB tmpfs (where mounting is permitted: root): model.pt files fill it."""
+    """The same on a 216 KiB tmpfs (where mounting is permitted: root): the runs' .hydra/ take about
+    100 KiB, then model.pt files fill it."""
     tiny = tmp_path / "tiny"
     tiny.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=120k", "tmpfs", str(tiny)], capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=216k", "tmpfs", str(tiny)], capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs is not permitted here")
     try:
         p = cli("+condition=EFX", "seed=0,1,2,3,4,5", "beta=0.1", f"results_root={tiny}", *ARGS, "-m", check=False)
