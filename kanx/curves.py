@@ -148,9 +148,11 @@ def _read_rows(path: Path | None) -> list[dict]:
     if path is None or not Path(path).exists():
         return []
     with (gzip.open(path, "rt", newline="") if Path(path).name.endswith(".gz") else open(path, newline="")) as f:
-        # a cut last line (a process killed mid-append) has fewer fields: dropped; an empty field
-        # is a column the row's writer did not have (_append's rewrite): left out
-        return [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f) if None not in row.values()]
+        text = f.read()
+    if not text.endswith("\n"):  # a process killed mid-append (_append): its cut last line goes
+        text = text[: text.rfind("\n") + 1]
+    # an empty field is a column the row's writer did not have (_append's rewrite): left out
+    return [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(io.StringIO(text, newline="")) if None not in row.values()]
 
 
 def _write_rows(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:

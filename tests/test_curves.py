@@ -343,3 +343,22 @@ def test_logger_mlflow_makes_one_run_per_member_in_a_local_store(tmp_path):
         history = client.get_metric_history(run.info.run_id, "loss")
         assert [m.step for m in history] == list(curve["epoch"])
         assert [m.value for m in history] == pytest.approx(list(curve["loss"]))
+
+
+def test_a_cut_last_line_is_dropped_and_a_row_with_new_columns_rewrites_the_curve(tmp_path):
+    """The live file's appends (kanx.curves._append): a process killed mid-write leaves a cut
+    last line, which reading drops; a row with columns the file lacks (a run resumed by a kanx
+    that logs more) rewrites it with both, the older rows without the new column."""
+    from kanx.curves import _append, _read_rows
+
+    path = tmp_path / "metrics.csv"
+    columns = _append(path, None, {"epoch": 2, "loss": 1.0})
+    columns = _append(path, columns, {"epoch": 4, "loss": 0.5})
+    assert path.read_text() == "epoch,loss\n2,1.0\n4,0.5\n"
+    with open(path, "a") as f:
+        f.write("6,0.2")  # killed before the newline: 0.2 may be 0.25 cut short
+    assert _read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}]
+    path.write_text("epoch,loss\n2,1.0\n4,0.5\n")
+    assert _append(path, columns, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}) == ["epoch", "loss", "tau_x"]
+    assert path.read_text().splitlines()[0] == "epoch,loss,tau_x"
+    assert _read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}]
