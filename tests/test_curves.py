@@ -362,3 +362,20 @@ def test_a_cut_last_line_is_dropped_and_a_row_with_new_columns_rewrites_the_curv
     assert _append(path, columns, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}) == ["epoch", "loss", "tau_x"]
     assert path.read_text().splitlines()[0] == "epoch,loss,tau_x"
     assert _read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}]
+
+
+def test_logger_mlflow_continues_a_resumed_runs_mlflow_run(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    from helpers import run_until_interrupted
+
+    from kanx.runner import run_jobs
+
+    configs = tracked(tmp_path, "mlflow", betas="0.1")
+    run_until_interrupted(configs, 8, monkeypatch)  # checkpoint at 6, rows logged up to 8
+    run_jobs(configs)
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("kanx").experiment_id])
+    assert run.info.status == "FINISHED"
+    # the stopped process's epoch 8 stays beside the resumed one's (MLflow keeps every point)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [2, 4, 6, 8, 8, 10, 12]
