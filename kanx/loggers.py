@@ -83,14 +83,21 @@ def open_logger(cfg: LoggerConfig, run_dirs: Sequence[Path], tags: Sequence[dict
     raise ConfigError(f"logger={cfg.name!r} is not one of: {', '.join(LOGGERS)}")
 
 
+def check_installed(cfg: LoggerConfig) -> None:
+    """Refuse a logger whose package is not installed, before any compute (kanx.config), in one
+    line that says how to install it; nothing is imported."""
+    import importlib.util
+
+    if cfg.name != "none" and importlib.util.find_spec(cfg.name) is None:
+        raise ConfigError(f"logger={cfg.name} needs the {cfg.name} package: pip install 'kanx[{cfg.name}]'")
+
+
 def _extra(module: str, extra: str):
     """Import an optional dependency, or say in one line how to install it."""
     import importlib
 
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ConfigError(f"logger={extra} needs the {extra} package: pip install 'kanx[{extra}]'") from None
+    check_installed(LoggerConfig(name=extra))
+    return importlib.import_module(module)
 
 
 class TensorBoardLogger:

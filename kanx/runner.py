@@ -38,6 +38,7 @@ from kanx.curves import Curves, pack_curves
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.load import model_file, read_model_file
+from kanx.loggers import check_installed
 from kanx.manifest import write_manifests
 from kanx.trainer import Trainer, describe_device
 from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS
@@ -93,6 +94,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         container.pop("hydra", None)
         run = run_config_from(container)
         check_beta(run)
+        check_installed(run.logger)  # logger=tensorboard without it: refused before training, not by each pack
         resolve_device(run.device)  # device=cuda without one: refused here, before any compute
         ds = load_data(run)
         check_against_data(run, ds.n_train)
@@ -431,7 +433,6 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
 
 def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path]) -> None:
     """Train the pack, then write each run's model and record; ``finished`` gets each run's folder once its record is written."""
-
     runs = [j.run for j in jobs]
     device = resolve_device(runs[0].device)
     datasets, scalings, x, y = pack_data(runs)
@@ -446,7 +447,6 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     bar = tqdm(total=cfg.epochs, initial=trainer.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
     resumed_at = (trainer.epoch, time.perf_counter())
-
     refreshed = [time.monotonic()]
     checkpointer = checkpointer or Checkpointer()  # the periodic checkpoints' too, signals or not
     checkpointer.watch(jobs, trainer, curves)

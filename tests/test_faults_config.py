@@ -86,6 +86,17 @@ def test_the_beta_sweep_reads_condition_flags_as_booleans_too():
 # ---------------------------------------------------------------- unknown keys
 
 
+def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else find_spec(name, *a))
+    with pytest.raises(ConfigError) as e:
+        run_jobs([(composed("logger=mlflow", *TOY_RUN), tmp_path / "run")])
+    assert str(e.value) == "logger=mlflow needs the mlflow package: pip install 'kanx[mlflow]'"
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("+betta=0.01", "unknown key(s) betta (did you mean beta?); the top level takes: beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"),
     ("+foo=1", "unknown key(s) foo; the top level takes:"),
