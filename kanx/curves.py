@@ -67,13 +67,15 @@ class Curves:
         pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()
         beta = trainer.betas_at(progress.epoch)
         data = progress.data_loss.cpu() if progress.data_loss is not None else torch.full((trainer.M,), float("nan"))
-        loss = progress.loss.cpu()
+        # as Python numbers at once: indexing M tensors element by element costs more than the writes
+        loss, data, lc = progress.loss.cpu().tolist(), data.tolist(), lc.tolist()
+        open_gates, exits, pi = open_gates.tolist(), exits.tolist(), pi.tolist()
         rows = []
         for m, condition in enumerate(trainer.conditions):
             row = {"epoch": trainer.epoch, "loss": float(loss[m]), "data_loss": float(data[m]), "lc": float(lc[m]), "beta": beta[m],
                    "open_gates": int(open_gates[m]), "exit": int(exits[m])}
             if condition.exits:
-                row |= {f"pi_{k}": float(pi[m, k]) for k in range(model.L)} | {"tau_x": tau}
+                row |= {f"pi_{k}": float(pi[m][k]) for k in range(model.L)} | {"tau_x": tau}
             row |= {"lr": cfg.lr, "elapsed_s": round(trainer.train_seconds, 3)}
             self.columns[m] = _append(self.run_dirs[m] / METRICS, self.columns[m], row)
             rows.append(row)
