@@ -24,6 +24,7 @@ from kanx.errors import ConfigError
 from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
+from kanx.loggers import LOGGERS, LoggerConfig
 from kanx.vocab import CONDITIONS, FACTOR_FIELDS, RESULTS_ROOT, Condition, all_conditions, condition_name_problem, folder_tag
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -93,12 +94,14 @@ class RunConfig:
     seed: int = 0  # model init, minibatch order, gate and Gumbel noise; data too unless dataset.data_seed is set
     device: str = "auto"  # DEVICES
     overwrite: bool = False  # re-run a run whose record exists (otherwise it is skipped)
+    logger: LoggerConfig = LoggerConfig()  # where the curve rows go besides metrics.csv (`logger=`; kanx.loggers)
 
     def pack_key(self) -> tuple:
         """Runs with equal keys can train as one pack: they share the training protocol and
         the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
         may differ in condition, beta, seed and dataset (kanx.trainer.Trainer)."""
-        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device)
+        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device,
+                self.logger)
 
 
 def _field_defaults(cls, leave_out: tuple[str, ...] = ()) -> dict:
@@ -126,6 +129,7 @@ def config_defaults() -> dict:
                   "trunk_cost": costs.trunk, "forward_cost": costs.forward, "head_cost": costs.head,
                   "layer_costs": costs.layers, "input_costs": costs.inputs},
         "train": _field_defaults(TrainConfig),
+        "logger": _field_defaults(LoggerConfig),
     }
 
 
@@ -203,7 +207,7 @@ def check_beta(run: RunConfig) -> None:
 # and its loader's options (kanx.data.DATASETS).
 _KEYS = config_defaults()
 _ROOT_KEYS = frozenset({*_KEYS, "dataset"})
-_CONDITION_KEYS, _TRAIN_KEYS, _MODEL_KEYS = (frozenset(_KEYS[section]) for section in ("condition", "train", "model"))
+_CONDITION_KEYS, _TRAIN_KEYS, _MODEL_KEYS, _LOGGER_KEYS = (frozenset(_KEYS[section]) for section in ("condition", "train", "model", "logger"))
 
 
 def _check_known(node: dict, known: frozenset, section: str = "") -> None:
@@ -320,8 +324,9 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _check_known(c.get("condition") or {}, _CONDITION_KEYS, "condition")
     _check_known(c.get("train") or {}, _TRAIN_KEYS, "train")
     _check_known(c.get("model") or {}, _MODEL_KEYS, "model")
+    _check_known(c.get("logger") or {}, _LOGGER_KEYS, "logger")
     c = with_defaults(c)
-    d, m, t, cond = c["dataset"], c["model"], c["train"], c["condition"]
+    d, m, t, cond, lg = c["dataset"], c["model"], c["train"], c["condition"], c["logger"]
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
     from kanx.data.registry import SHARED_OPTIONS
@@ -412,7 +417,15 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     )
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m["gate_estimator"], "model.gate_estimator", GATE_ESTIMATORS),
-                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"))
+                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"),
+                     logger=_logger(lg))
+
+
+def _logger(node: dict) -> LoggerConfig:
+    uri, experiment = node["tracking_uri"], node["experiment"]
+    _require(uri is None or isinstance(uri, str), f"logger.tracking_uri={uri!r} must be null (sqlite:///<results_root>/mlflow.db) or a URI")
+    _require(isinstance(experiment, str) and experiment != "", f"logger.experiment={experiment!r} must be a name")
+    return LoggerConfig(name=_choice(node["name"], "logger.name", LOGGERS), tracking_uri=uri, experiment=experiment)
 
 
 def _cost_list(value, key: str, n: int | None, what: str) -> tuple[float, ...] | None:
