@@ -100,7 +100,7 @@ def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monk
 @pytest.mark.parametrize(("override", "message"), [
     ("+betta=0.01", "unknown key(s) betta (did you mean beta?); the top level takes: beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"),
     ("+foo=1", "unknown key(s) foo; the top level takes:"),
-    ("+condition.edge_gate=true", "unknown key(s) condition.edge_gate (did you mean condition.edge_gates?); condition.* takes: edge_gates, exits, forward, name"),
+    ("+condition.edge_gate=true", "unknown key(s) condition.edge_gate (did you mean condition.edge_gates?); condition.* takes: edge_gates, exits, forward, input_gates, name, node_gates"),
     ("+dataset.n_trian=64", "unknown key(s) dataset.n_trian (did you mean dataset.n_train?)"),
     ("+dataset.horizon=null", "unknown key(s) dataset.horizon; dataset.* takes:"),  # a null option was dropped before the loader saw it
     ("+train.epoch=3", "unknown key(s) train.epoch (did you mean train.epochs?)"),
