@@ -2,18 +2,12 @@
 run eagerly on the same buffers the CUDA graph replays, in the same chunks; tests/test_cuda.py
 checks the replay itself on a GPU."""
 
-from dataclasses import replace
-
 import torch
-from helpers import toy_data
+from helpers import graphed, toy_data
 from helpers import trained as train_pack
 from test_mixed_packs import mixed_runs
 
 from kanx.trainer import Trainer
-
-
-def graphed(runs):
-    return [replace(r, train=replace(r.train, cuda_graph=True)) for r in runs]
 
 
 def assert_close(a: Trainer, b: Trainer) -> None:

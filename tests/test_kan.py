@@ -329,7 +329,8 @@ def test_a_layer_after_a_grid_update_on_tied_data_matches_the_dense_formula(comp
     gx, gc = torch.autograd.grad(y, (x, layer.coef), gy)
     xr, cr = x.detach().double().requires_grad_(), layer.coef.detach().double().requires_grad_()
     basis = bspline_basis(xr, layer.grid.double(), layer.K)  # (M, B, I, C)
-    edge = layer.scale_base.double().unsqueeze(1) * torch.nn.functional.silu(xr).unsqueeze(-1) + layer.scale_sp.double().unsqueeze(1) * torch.einsum("mbic,mioc->mbio", basis, cr)
+    edge = (layer.scale_base.double().unsqueeze(1) * torch.nn.functional.silu(xr).unsqueeze(-1)
+            + layer.scale_sp.double().unsqueeze(1) * torch.einsum("mbic,mioc->mbio", basis, cr))
     yr = (gate.double().unsqueeze(1) * edge).sum(2)
     gxr, gcr = torch.autograd.grad(yr, (xr, cr), gy.double())
     for name, got, ref in (("y", y, yr), ("grad x", gx, gxr), ("grad coef", gc, gcr)):

@@ -23,6 +23,7 @@ def test_sweep_jobs_are_the_command_lines_jobs(tmp_path):
     assert base[0][1] == tmp_path / "concrete" / "Baseline" / "train.epochs=2" / "beta=0.0,seed=3"
 
 
+@pytest.mark.slow
 def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
     cli("+condition=E", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
     cli("+condition=X", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
@@ -94,6 +95,7 @@ def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     assert a["metrics"] == b["metrics"]
 
 
+@pytest.mark.slow
 def test_reproduce_takes_condition_names_in_either_spelling_and_refuses_others_in_one_line(capsys):
     import subprocess
     import sys

@@ -40,6 +40,7 @@ def test_a_pack_announces_itself_and_says_when_its_first_epoch_compiles():
     assert starting(pack(False, resume_epoch=500), "[2/3]") == "[2/3] training a pack of 2 (sin_xy2: EFX), epochs 500-3000"
 
 
+@pytest.mark.slow
 def test_a_packed_sweep_keeps_its_console_log_beside_multirun_yaml_in_a_single_runs_format(tmp_path):
     p = cli("+condition=E", f"results_root={tmp_path / 'sweep'}", "beta=0.0,0.1", "seed=0", "+debug=quick", *TOY, "-m")
     (multirun,) = (tmp_path / "sweep").rglob("multirun.yaml")
@@ -56,6 +57,7 @@ def test_a_packed_sweep_keeps_its_console_log_beside_multirun_yaml_in_a_single_r
     assert [line for line in single.stdout.splitlines() if " - [ok] " in line] == [line for line in lines if " - [ok] " in line]
 
 
+@pytest.mark.slow
 def test_a_sweep_over_conditions_refused_for_bad_input_leaves_no_log_behind(tmp_path):
     """Its log goes to the first job's sweep folder (the primary one, Baseline's, holds no run):
     bad input removes that folder again, as it removes Hydra's multirun.yaml."""

@@ -13,8 +13,10 @@ from kanx.trainer import Trainer, beta_active, fc_active, grid_update_epochs, ta
 
 
 def make_runs(condition="EFX", seeds=(0, 1, 2), betas=(0.0, 0.05, 0.5), epochs=5, **train):
-    t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "compile": False, "warmup": 1, "fc_warmup": 2, "grid_update_count": 2, "grid_update_every": 1} | train)
-    return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), Costs(), "threshold", t, b, s) for s, b in zip(seeds, betas, strict=True)]
+    t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "compile": False, "warmup": 1, "fc_warmup": 2, "grid_update_count": 2,
+                       "grid_update_every": 1} | train)
+    return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), Costs(), "threshold", t, b, s)
+            for s, b in zip(seeds, betas, strict=True)]
 
 
 def test_schedules():

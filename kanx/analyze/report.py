@@ -16,7 +16,6 @@ from . import published as pub
 from .aggregate import log_ratio_summary, log_ratios, missing_cells, paired_panels, seed_medians, ungated_structure_check
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
-from .readings import horizon_label, short_reading_section
 from .labels import (
     STATUSES,
     family_label,
@@ -25,6 +24,7 @@ from .labels import (
     sort_datasets,
     sort_families,
 )
+from .readings import horizon_label, short_reading_section
 from .tables import (
     CSV_FLOAT,
     absolute_caption,
