@@ -79,5 +79,5 @@ bench-paper: install ## Whole-paper cost estimate on this device: mixed packs vs
 	$(PY) scripts/benchmarks/bench_paper.py --device $(or $(DEVICE),cpu) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
 
 clean: ## Remove caches (keeps .venv and outputs/)
-	rm -rf .pytest_cache .ruff_cache build *.egg-info
+	rm -rf .pytest_cache .ruff_cache .mypy_cache build *.egg-info
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

@@ -11,8 +11,8 @@ import pytest
 import torch
 from helpers import ROOT
 
-from kanx.records import seal, write_record
 from kanx.eta import eta_seconds
+from kanx.records import seal, write_record
 from kanx.status import collect, main
 
 
@@ -148,8 +148,8 @@ def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(
     counts the pack once, not once per sweep."""
     from helpers import TOY, run_until_interrupted
 
-    from kanx.plan import sweep_jobs
     from kanx.eta import total_eta
+    from kanx.plan import sweep_jobs
 
     args = [f"results_root={tmp_path}", "seed=0", "train.epochs=20", "train.warmup=4", "train.fc_warmup=2", *TOY]
     configs = sweep_jobs("sin_xy2", "E", [*args, "beta=0.0,0.1"]) + sweep_jobs("sin_xy2", "baseline", [*args, "beta=0.0"])
