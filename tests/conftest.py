@@ -1,7 +1,7 @@
 """Fixtures that several test modules share (plain helpers are in helpers.py), and the rule of
 the fast tier, `make test`: no test there starts a Python process, except the one small real
-sweep through the CLI. A test that must (the CLI, a script, a wheel, a signal to a process) is
-marked ``slow`` and runs in `make test-full`, which CI runs."""
+sweep through the CLI. A test that must (the CLI, a script, a wheel, a signal to a process),
+or that trains long or compiles, is marked ``slow`` and runs in `make test-full`, which CI runs."""
 
 from __future__ import annotations
 
@@ -31,6 +31,17 @@ def _starts_python(args) -> bool:
     return program == sys.executable or Path(program).name.startswith("python")
 
 
+def _started_by_torch() -> bool:
+    """Whether torch itself starts the process (torch.compile's inductor loads and builds its
+    kernels in helper processes): not the test's doing."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if f"{os.sep}torch{os.sep}" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @pytest.fixture(autouse=True)
 def _fast_tier_starts_no_python(request, monkeypatch):
     """A test of the fast tier that starts a Python process (the CLI, a script, pip) fails and
@@ -40,7 +51,7 @@ def _fast_tier_starts_no_python(request, monkeypatch):
     popen_init = subprocess.Popen.__init__
 
     def refuse_python(self, args, *rest, **kw):
-        if _starts_python(args):
+        if _starts_python(args) and not _started_by_torch():
             raise AssertionError(f"{request.node.nodeid} starts a Python process ({args!r}): mark it @pytest.mark.slow (make test-full)")
         popen_init(self, args, *rest, **kw)
 

@@ -5,6 +5,7 @@ import gzip
 import json
 
 import pandas as pd
+import pytest
 from helpers import TOY, run_until_interrupted
 
 import kanx
@@ -49,6 +50,7 @@ def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(resumed.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
 
 
+@pytest.mark.slow  # trains long (make test-full)
 def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     """`python -m kanx.analyze ROOT --curves` on a tiny sweep: a PNG per (dataset, condition,
     beta) cell with its seeds overlaid (`--curves all`: and one per run), each linked from

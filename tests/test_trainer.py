@@ -153,6 +153,7 @@ def test_adam_matches_torch_adam():
     assert torch.allclose(a, a2, atol=1e-7) and torch.allclose(b, b2, atol=1e-7)
 
 
+@pytest.mark.slow  # torch.compile (make test-full)
 def test_fused_adam_is_adam():
     """The compiled update (CPU, train.compile) does what the foreach one does, to rounding."""
     from kanx.optim import Adam
@@ -175,6 +176,7 @@ def test_fused_adam_is_adam():
     assert float(ours.state[fused[0]]["step"]) == 6
 
 
+@pytest.mark.slow  # torch.compile (make test-full)
 def test_the_compiled_step_trains_like_the_eager_one():
     """train.compile (the fused basis kernels and, on a CPU, the fused Adam) changes rounding only."""
     x, y = toy_data(3)
