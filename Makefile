@@ -31,7 +31,7 @@ $(PY):
 
 install: $(PY) ## Create .venv and install kanx (CPU torch==$(TORCH_VERSION) if torch is absent)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==$(TORCH_VERSION) $(TORCH_PIP_ARGS)
-	@$(PY) -c "import kanx, hydra, pymoo, submitit, setuptools_scm, mypy" 2>/dev/null && $(PY) -m pip show -q kanx >/dev/null 2>&1 || $(PY) -m pip install -q -e '.[test]'
+	@$(PY) -c "import kanx, hydra, pymoo, submitit, setuptools_scm, mypy, tensorboard" 2>/dev/null && $(PY) -m pip show -q kanx >/dev/null 2>&1 || $(PY) -m pip install -q -e '.[test]'
 
 run: install ## Train the embedded default (z = sin(x + y^2), EFX, the paper's Fig. 1) end to end
 	$(PY) -m kanx.train +condition=EFX

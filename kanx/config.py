@@ -24,7 +24,8 @@ from kanx.errors import ConfigError
 from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
-from kanx.vocab import RESULTS_ROOT, Condition, folder_tag
+from kanx.loggers import LOGGERS, LoggerConfig
+from kanx.vocab import CONDITIONS, FACTOR_FIELDS, RESULTS_ROOT, Condition, all_conditions, condition_name_problem, folder_tag
 
 DEVICES = ("auto", "cpu", "cuda")
 INPUT_SCALINGS = ("minmax", "standardize", "none")
@@ -93,12 +94,14 @@ class RunConfig:
     seed: int = 0  # model init, minibatch order, gate and Gumbel noise; data too unless dataset.data_seed is set
     device: str = "auto"  # DEVICES
     overwrite: bool = False  # re-run a run whose record exists (otherwise it is skipped)
+    logger: LoggerConfig = LoggerConfig()  # where the curve rows go besides metrics.csv (`logger=`; kanx.loggers)
 
     def pack_key(self) -> tuple:
         """Runs with equal keys can train as one pack: they share the training protocol and
         the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
         may differ in condition, beta, seed and dataset (kanx.trainer.Trainer)."""
-        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device)
+        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device,
+                self.logger)
 
 
 def _field_defaults(cls, leave_out: tuple[str, ...] = ()) -> dict:
@@ -121,8 +124,12 @@ def config_defaults() -> dict:
         "condition": {"name": Condition().name, **_field_defaults(Condition)},
         # grid_range is no config key: the range the inputs are scaled to (dataset.input_scaling)
         "model": {**_field_defaults(KANSpec, leave_out=("grid_range",)), "gate_estimator": GATE_ESTIMATOR,
-                  "edge_cost": costs.edge, "node_cost": costs.node, "exit_cost": costs.exit},
+                  "edge_cost": costs.edge, "node_cost": costs.node, "exit_cost": costs.exit,
+                  # complexity weights (issue #38): factors on c_lij by an edge's kind and layer, per input
+                  "trunk_cost": costs.trunk, "forward_cost": costs.forward, "head_cost": costs.head,
+                  "layer_costs": costs.layers, "input_costs": costs.inputs},
         "train": _field_defaults(TrainConfig),
+        "logger": _field_defaults(LoggerConfig),
     }
 
 
@@ -138,16 +145,38 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
     OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)  # conf/hydra/help: the command as typed
     tag = {"hydra": {"job": {"config": {"override_dirname": {"exclude_keys": list(TAG_EXCLUDED)}}}}}
-    ConfigStore.instance().store(name="kanx_defaults", node={**config_defaults(), **tag}, provider="kanx")
+    store = ConfigStore.instance()
+    store.store(name="kanx_defaults", node={**config_defaults(), **tag}, provider="kanx")
+    # `+condition=<factors>` for every set with N or I: generated options of the group beside the
+    # paper's eight files in conf/condition/ (condition_node).
+    for name in all_conditions():
+        if name not in CONDITIONS:
+            store.store(group="condition", name=name, node=condition_node(name), provider="kanx")
 
 
-def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
-    """The beta values a condition sweeps with -m, as a Hydra sweep string.
+def condition_node(name: str) -> dict:
+    """The `condition` node of a condition name: its name and its five flags (what
+    conf/condition/<name>.yaml holds for the paper's eight)."""
+    c = Condition.from_name(name)
+    return {"name": c.name, **{field: getattr(c, field) for field in FACTOR_FIELDS.values()}}
 
-    Beta acts through L_C only where it has something to act on: the egates (E) or the
-    exit gate (X). Baseline and F sweep seeds only, at beta 0.
+
+def _gated(edge_gates, exits, more) -> bool:
+    """Condition.beta_acts from the resolvers' flags: E and X, then N and I where given."""
+    node_gates, input_gates = (list(more) + [False, False])[:2]
+    return Condition(edge_gates=edge_gates is True, exits=exits is True, node_gates=node_gates is True, input_gates=input_gates is True).beta_acts
+
+
+def beta_sweep(edge_gates: bool, exits: bool, betas, *more) -> str:
+    """The beta values a condition sweeps with -m, as a Hydra sweep string; ``more``: the
+    condition's node_gates and input_gates flags.
+
+    Beta acts through L_C only where it has something to act on: the egates (E), the exit
+    gate (X), node or input gates (N, I). Baseline and F sweep seeds only, at beta 0.
     """
-    if not Condition(edge_gates=_bool(edge_gates, "condition.edge_gates"), exits=_bool(exits, "condition.exits")).beta_acts:
+    for key, value in zip(("condition.edge_gates", "condition.exits", "condition.node_gates", "condition.input_gates"), (edge_gates, exits, *more), strict=False):
+        _bool(value, key)
+    if not _gated(edge_gates, exits, more):
         return "0.0"
     values = list(betas)
     if not values:
@@ -155,12 +184,13 @@ def beta_sweep(edge_gates: bool, exits: bool, betas) -> str:
     return ",".join(repr(float(b)) for b in values)
 
 
-def beta_if_gated(edge_gates, exits, beta):
+def beta_if_gated(edge_gates, exits, beta, *more):
     """A dataset's beta for a single run (conf/dataset/*.yaml): ``beta`` where it acts, else 0.0,
-    so a Baseline or F run is recorded (and filed) at the beta it trains at."""
+    so a Baseline or F run is recorded (and filed) at the beta it trains at. ``more``: the
+    condition's node_gates and input_gates flags."""
     # Flags other than true/false are refused by run_config_from in one line; raising here,
     # inside an interpolation, would be a traceback.
-    return beta if Condition(edge_gates=edge_gates is True, exits=exits is True).beta_acts else 0.0
+    return beta if _gated(edge_gates, exits, more) else 0.0
 
 
 def check_beta(run: RunConfig) -> None:
@@ -177,7 +207,7 @@ def check_beta(run: RunConfig) -> None:
 # and its loader's options (kanx.data.DATASETS).
 _KEYS = config_defaults()
 _ROOT_KEYS = frozenset({*_KEYS, "dataset"})
-_CONDITION_KEYS, _TRAIN_KEYS, _MODEL_KEYS = (frozenset(_KEYS[section]) for section in ("condition", "train", "model"))
+_CONDITION_KEYS, _TRAIN_KEYS, _MODEL_KEYS, _LOGGER_KEYS = (frozenset(_KEYS[section]) for section in ("condition", "train", "model", "logger"))
 
 
 def _check_known(node: dict, known: frozenset, section: str = "") -> None:
@@ -294,8 +324,9 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _check_known(c.get("condition") or {}, _CONDITION_KEYS, "condition")
     _check_known(c.get("train") or {}, _TRAIN_KEYS, "train")
     _check_known(c.get("model") or {}, _MODEL_KEYS, "model")
+    _check_known(c.get("logger") or {}, _LOGGER_KEYS, "logger")
     c = with_defaults(c)
-    d, m, t, cond = c["dataset"], c["model"], c["train"], c["condition"]
+    d, m, t, cond, lg = c["dataset"], c["model"], c["train"], c["condition"], c["logger"]
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
     from kanx.data.registry import SHARED_OPTIONS
@@ -303,10 +334,11 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     loader = d.get("loader", d.get("name"))  # loader: a named csv table
     _require(loader in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
     _check_known(d, frozenset({*_DATASET_META, "loader", *SHARED_OPTIONS, *DATASETS[loader].defaults}), "dataset")
-    flags = Condition(*(_bool(cond[k], f"condition.{k}") for k in ("edge_gates", "forward", "exits")))
+    flags = Condition(**{k: _bool(cond[k], f"condition.{k}") for k in FACTOR_FIELDS.values()})
     name = cond.get("name", flags.name)  # a config without a name: the flags' own
-    _require(name in Condition.NAMES, f"condition={name!r} is not one of: {', '.join(Condition.NAMES)}")
-    _require(name == flags.name, f"condition name {name!r} does not match its flags (E={flags.edge_gates}, F={flags.forward}, X={flags.exits}, i.e. {flags.name})")
+    _require(condition_name_problem(name) is None, f"condition={name!r} is not a condition: {condition_name_problem(name)}")
+    shown = ", ".join(f"{f}={getattr(flags, k)}" for f, k in FACTOR_FIELDS.items())
+    _require(name == flags.name, f"condition name {name!r} does not match its flags ({shown}, i.e. {flags.name})")
 
     beta = _num(c["beta"], "beta")
     _require(beta >= 0, f"beta={beta} must be >= 0")
@@ -367,8 +399,13 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         grid_refit_rtol=_refit_rtol(m["grid_refit_rtol"]),
         grid_refit_points=_refit_points(m["grid_refit_points"], grid_size, order),
     )
-    costs = Costs(_num(m["edge_cost"], "model.edge_cost"), _num(m["node_cost"], "model.node_cost"), _num(m["exit_cost"], "model.exit_cost"))
-    _require(min(costs.edge, costs.node, costs.exit) >= 0, f"complexity costs must be >= 0, got {costs}")
+    costs = Costs(_num(m["edge_cost"], "model.edge_cost"), _num(m["node_cost"], "model.node_cost"), _num(m["exit_cost"], "model.exit_cost"),
+                  trunk=_num(m["trunk_cost"], "model.trunk_cost"), forward=_num(m["forward_cost"], "model.forward_cost"),
+                  head=_num(m["head_cost"], "model.head_cost"),
+                  layers=_cost_list(m["layer_costs"], "model.layer_costs", len(width) - 1 if width is not None else None, "stages (len(model.width) - 1)"),
+                  inputs=_cost_list(m["input_costs"], "model.input_costs", width[0] if width is not None else None, "inputs (model.width[0])"))
+    _require(min(costs.edge, costs.node, costs.exit, costs.trunk, costs.forward, costs.head, *(costs.layers or ()), *(costs.inputs or ())) >= 0,
+             f"complexity costs must be >= 0, got {costs}")
 
     data_seed = d.get("data_seed")  # null (or absent): the run's seed
     data = DataConfig(
@@ -380,7 +417,24 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     )
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m["gate_estimator"], "model.gate_estimator", GATE_ESTIMATORS),
-                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"))
+                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"),
+                     logger=_logger(lg))
+
+
+def _logger(node: dict) -> LoggerConfig:
+    uri, experiment = node["tracking_uri"], node["experiment"]
+    _require(uri is None or isinstance(uri, str), f"logger.tracking_uri={uri!r} must be null (sqlite:///<results_root>/mlflow.db) or a URI")
+    _require(isinstance(experiment, str) and experiment != "", f"logger.experiment={experiment!r} must be a name")
+    return LoggerConfig(name=_choice(node["name"], "logger.name", LOGGERS), tracking_uri=uri, experiment=experiment)
+
+
+def _cost_list(value, key: str, n: int | None, what: str) -> tuple[float, ...] | None:
+    """A list of per-stage or per-input cost factors: null (all 1), or one number each."""
+    if value is None:
+        return None
+    _require(isinstance(value, list) and len(value) >= 1, f"{key}={value!r} must be null (all 1) or a list of numbers, one per {what}")
+    _require(n is None or len(value) == n, f"{key}={value!r} has {len(value)} entries, but the model has {n} {what}")
+    return tuple(_num(v, key) for v in value)
 
 
 def check_against_data(run: RunConfig, n_train: int) -> None:
@@ -393,10 +447,14 @@ def check_against_data(run: RunConfig, n_train: int) -> None:
 
 
 def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:
-    """Fill a null width as [n_in, 5, 5, n_out]; otherwise its ends must match the data."""
+    """Fill a null width as [n_in, 5, 5, n_out]; otherwise its ends must match the data. The
+    per-stage and per-input cost factors (model.layer_costs, model.input_costs) must match it."""
     if not run.model.width:
-        return replace(run, model=replace(run.model, width=(n_inputs, 5, 5, n_outputs)))
+        run = replace(run, model=replace(run.model, width=(n_inputs, 5, 5, n_outputs)))
     w = list(run.model.width)
     _require(w[0] == n_inputs, f"model.width={w} starts with {w[0]}, but dataset {run.data.name!r} has {n_inputs} inputs")
     _require(w[-1] == n_outputs, f"model.width={w} ends with {w[-1]}, but dataset {run.data.name!r} has {n_outputs} outputs")
+    layers, inputs = run.costs.layers, run.costs.inputs
+    _require(layers is None or len(layers) == len(w) - 1, f"model.layer_costs={list(layers or ())} needs one factor per stage: {len(w) - 1} for model.width={w}")
+    _require(inputs is None or len(inputs) == n_inputs, f"model.input_costs={list(inputs or ())} needs one factor per input: {n_inputs} for dataset {run.data.name!r}")
     return run

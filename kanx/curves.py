@@ -12,11 +12,14 @@ Columns (a member's own condition decides which exist):
     tau_x        the exit-gate temperature of the epoch (with X)
     lr           the learning rate
     elapsed_s    training seconds so far
-The file is rewritten atomically at every checkpoint (periodic, or a signal's, kanx.runner.Checkpointer)
-and at the end, and a resumed run keeps the rows it had, so it always covers epochs 1 .. (last
-checkpoint or the end). It stays plain while the run trains; once the run finishes, kanx.runner
-stores it as metrics.csv.gz (kanx.records.compress_curve) before sealing the record. Everything
-here reads either (kanx.records.curve_path says which a run has).
+The rows are appended to the live file as they are made, on the log cadence, so a run in
+training can be watched (`tail -f`, pandas); every checkpoint (periodic, or a signal's,
+kanx.runner.Checkpointer) makes them durable (fsync), and a resumed run starts from the rows up to
+its checkpoint's epoch, the ones after it (written before a hard kill) dropped, so the curve always
+covers epochs 1 .. (last checkpoint or the end). A logger (kanx.loggers: TensorBoard, MLflow, the
+`logger=` config group) gets the same rows. The file stays plain while the run trains; once the run
+finishes, kanx.runner stores it as metrics.csv.gz (kanx.records.compress_curve) before sealing the
+record. Everything here reads either (kanx.records.curve_path says which a run has).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import torch
 from kanx import history, records, vocab
 from kanx.hashing import sha256_of
 from kanx.kan.objective import complexity
+from kanx.loggers import NoLogger, RowLogger, open_logger
 from kanx.trainer import Progress, Trainer
 
 METRICS, METRICS_GZ = vocab.METRICS, vocab.METRICS_GZ
@@ -43,13 +47,17 @@ def default_every(epochs: int) -> int:
 
 
 class Curves:
-    def __init__(self, run_dirs: list[Path], every: int, resume_epoch: int = 0):
-        self.run_dirs, self.every = [Path(d) for d in run_dirs], every
-        self.rows: list[list[dict]] = [_rows_before(records.curve_path(d), resume_epoch) if resume_epoch else [] for d in self.run_dirs]
+    """The curves of a pack's runs: each member's rows appended to its run's live metrics.csv on
+    the cadence (one small write a member), and handed to ``logger`` (kanx.loggers)."""
+
+    def __init__(self, run_dirs: list[Path], every: int, resume_epoch: int = 0, logger: RowLogger | None = None):
+        self.run_dirs, self.every, self.logger = [Path(d) for d in run_dirs], every, logger or NoLogger()
+        self.columns: list[list[str] | None] = [_start(d, resume_epoch) for d in self.run_dirs]
 
     @torch.no_grad()
     def add(self, trainer: Trainer, progress: Progress) -> None:
-        """Rows for every member after an epoch, at the cadence (and after the last epoch)."""
+        """Rows for every member after an epoch, at the cadence (and after the last epoch),
+        appended to each run's metrics.csv and logged."""
         if trainer.epoch % self.every and trainer.epoch != trainer.train_cfg.epochs:
             return
         model, cfg = trainer.model, trainer.train_cfg
@@ -59,21 +67,82 @@ class Curves:
         pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()
         beta = trainer.betas_at(progress.epoch)
         data = progress.data_loss.cpu() if progress.data_loss is not None else torch.full((trainer.M,), float("nan"))
-        loss = progress.loss.cpu()
+        # as Python numbers at once: indexing M tensors element by element costs more than the writes
+        loss, data, lc = progress.loss.cpu().tolist(), data.tolist(), lc.tolist()
+        open_gates, exits, pi = open_gates.tolist(), exits.tolist(), pi.tolist()
+        rows = []
         for m, condition in enumerate(trainer.conditions):
             row = {"epoch": trainer.epoch, "loss": float(loss[m]), "data_loss": float(data[m]), "lc": float(lc[m]), "beta": beta[m],
                    "open_gates": int(open_gates[m]), "exit": int(exits[m])}
             if condition.exits:
-                row |= {f"pi_{k}": float(pi[m, k]) for k in range(model.L)} | {"tau_x": tau}
+                row |= {f"pi_{k}": float(pi[m][k]) for k in range(model.L)} | {"tau_x": tau}
             row |= {"lr": cfg.lr, "elapsed_s": round(trainer.train_seconds, 3)}
-            self.rows[m].append(row)
+            self.columns[m] = _append(self.run_dirs[m] / METRICS, self.columns[m], row)
+            rows.append(row)
+        self.logger.log(rows)
 
-    def flush(self, upto: int | None = None) -> None:
-        """Write every member's rows (up to epoch ``upto``: a checkpoint's), as the plain, live file."""
-        for run_dir, rows in zip(self.run_dirs, self.rows, strict=True):
-            rows = [r for r in rows if upto is None or r["epoch"] <= upto]
-            if rows:
-                _write_rows(run_dir / METRICS, rows)
+    def flush(self) -> None:
+        """Make the rows written so far durable (a checkpoint's: a resume keeps the rows up to its
+        epoch, so they must survive whatever the checkpoint survives)."""
+        for run_dir in self.run_dirs:
+            path = run_dir / METRICS
+            try:
+                if path.is_file():
+                    with open(path, "rb+") as f:
+                        os.fsync(f.fileno())
+            except OSError as e:
+                raise records.cannot_write(path, e) from e
+        self.logger.flush()
+
+    def close(self, finished: bool = True) -> None:
+        """The training is over (``finished``, or stopped): the logger's runs end."""
+        self.logger.close(finished)
+
+
+def pack_curves(jobs, trainer: Trainer) -> Curves:
+    """The curves of a pack's runs (kanx.runner.Job), from the trainer's epoch (a resume's
+    checkpoint epoch) on, with the logger of their config (`logger=`: kanx.loggers)."""
+    runs, cfg = [j.run for j in jobs], trainer.train_cfg
+    tags = [{"dataset": r.data.name, "condition": r.condition.name, "beta": r.beta, "seed": r.seed, "config_hash": j.config_hash}
+            for r, j in zip(runs, jobs, strict=True)]
+    run_dirs = [j.run_dir for j in jobs]
+    logger = open_logger(runs[0].logger, run_dirs, tags, trainer.epoch, jobs[0].container.get("results_root", "."))
+    return Curves(run_dirs, cfg.log_every or default_every(cfg.epochs), trainer.epoch, logger)
+
+
+def _start(run_dir: Path, resume_epoch: int) -> list[str] | None:
+    """A run's live metrics.csv as its training (re)starts: the rows up to ``resume_epoch`` of
+    its curve (either form), none on a fresh start. Returns its columns (None: no file yet)."""
+    kept = _rows_before(records.curve_path(run_dir), resume_epoch) if resume_epoch else []
+    live = run_dir / METRICS
+    if not kept:
+        live.unlink(missing_ok=True)
+        return None
+    _write_rows(live, kept)
+    return list(kept[0])
+
+
+def _append(path: Path, columns: list[str] | None, row: dict) -> list[str]:
+    """Append ``row`` to the curve at ``path`` whose header is ``columns`` (None: no file yet, it
+    is made with a header). One write of one line, so a reader sees whole rows (a process killed
+    mid-write leaves at most a cut last line, which readers drop). A row with other columns than
+    the file's (a run resumed by a kanx that logs more) rewrites the file with both sets. Returns
+    the file's columns. Raises StorageError."""
+    if columns is not None and list(row) != columns:
+        rows = _read_rows(path) + [row]
+        _write_rows(path, rows, columns=list(dict.fromkeys(k for r in rows for k in r)))
+        return list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(row), lineterminator="\n")
+    if columns is None:
+        writer.writeheader()
+    writer.writerow(row)
+    try:
+        with open(path, "a", newline="") as f:
+            f.write(buf.getvalue())
+    except OSError as e:
+        raise records.cannot_write(path, e) from e
+    return list(row)
 
 
 def _read_rows(path: Path | None) -> list[dict]:
@@ -81,13 +150,18 @@ def _read_rows(path: Path | None) -> list[dict]:
     if path is None or not Path(path).exists():
         return []
     with (gzip.open(path, "rt", newline="") if Path(path).name.endswith(".gz") else open(path, newline="")) as f:
-        return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        text = f.read()
+    if not text.endswith("\n"):  # a process killed mid-append (_append): its cut last line goes
+        text = text[: text.rfind("\n") + 1]
+    # an empty field is a column the row's writer did not have (_append's rewrite): left out
+    return [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(io.StringIO(text, newline="")) if None not in row.values()]
 
 
-def _write_rows(path: Path, rows: list[dict]) -> None:
-    """The rows as a curve at ``path``, gzipped where its name ends in .gz (metrics.csv.gz)."""
+def _write_rows(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
+    """The rows as a curve at ``path`` (with ``columns``: those, a row's missing ones empty),
+    gzipped where its name ends in .gz (metrics.csv.gz)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns or list(rows[0]), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     data = buf.getvalue().encode()

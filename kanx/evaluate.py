@@ -59,7 +59,7 @@ def score(saved: dict, dataset) -> dict:
 
 def _score_model(model, scaling, estimator: str, dataset) -> dict:
     from kanx.data import evaluate_members
-    from kanx.kan.structure import model_structure
+    from kanx.kan.structure import model_structure, model_used_inputs
 
     model.use_compiled_basis(False)
 
@@ -68,7 +68,11 @@ def _score_model(model, scaling, estimator: str, dataset) -> dict:
 
     (metrics,) = evaluate_members([dataset], predict_raw)
     (structure,) = model_structure(model, estimator)
-    return {**metrics, **{k: structure.as_dict()[k] for k in vocab.RECORD_STRUCTURE}}
+    scores = {**metrics, **{k: structure.as_dict()[k] for k in vocab.RECORD_STRUCTURE}}
+    if model.condition.input_gates:  # with I: the inputs a contributing edge leaves, by name
+        (used,) = model_used_inputs(model, estimator)
+        scores[vocab.RECORD_SELECTED_INPUTS] = [dataset.input_names[i] for i in used]
+    return scores
 
 
 @torch.no_grad()

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import fields
+
+from kanx.loggers import LoggerConfig
 
 # Keys that do not change a run's numbers: left out of its identity hash, and out of its
-# sweep folder's tag (TAG_EXCLUDED).
-NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas")
+# sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group) and its keys too.
+NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas",
+                    "logger", *(f"logger.{f.name}" for f in fields(LoggerConfig)))
 # Override keys a run's path names outside the tag <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..:
 # the dataset and condition (group and name; a csv table's path through its stem), beta and seed,
 # and the launcher group, which sets no key of the config.
@@ -24,7 +28,10 @@ TAG_EXCLUDED = (*NAMED_BY_PATH, *NOT_RUN_DEFINING)
 # model.grid_refit_points: records from before it refit on 256 order statistics (the default
 # then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
 ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax",
-               "train.tau_x_epochs": None}
+               "train.tau_x_epochs": None,
+               # issue #38: the factors N and I, and the complexity weights, at the paper's (none; all ones)
+               "condition.node_gates": False, "condition.input_gates": False,
+               "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0, "model.layer_costs": None, "model.input_costs": None}
 ABSENT = "<absent>"
 
 _ANY = object()

@@ -34,10 +34,11 @@ from kanx.config import (
     run_config_from,
     to_container,
 )
-from kanx.curves import Curves, default_every
+from kanx.curves import Curves, pack_curves
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.load import model_file, read_model_file
+from kanx.loggers import check_installed
 from kanx.manifest import write_manifests
 from kanx.trainer import Trainer, describe_device
 from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS
@@ -93,6 +94,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         container.pop("hydra", None)
         run = run_config_from(container)
         check_beta(run)
+        check_installed(run.logger)  # logger=tensorboard without it: refused before training, not by each pack
         resolve_device(run.device)  # device=cuda without one: refused here, before any compute
         ds = load_data(run)
         check_against_data(run, ds.n_train)
@@ -337,8 +339,8 @@ class Checkpointer:
     Whoever handles the stop signals (kanx.plan.stop_on_signals, the SLURM task) owns one
     and hands it to run_jobs or train_pack, which point it at each pack while it trains; the
     state it saves is the trainer's own (Trainer.last_state), and every checkpoint, a signal's
-    too, writes the pack's curves up to the same epoch: a resumed run keeps only the rows up to
-    its checkpoint's epoch (kanx.curves), so rows not written with it would be lost.
+    too, makes the pack's curves durable up to the same epoch (their rows are appended as they
+    are made): a resumed run keeps only the rows up to its checkpoint's epoch (kanx.curves).
     """
 
     def __init__(self) -> None:
@@ -367,7 +369,7 @@ class Checkpointer:
             return 0
         _write_checkpoints(self.jobs, self.trainer, state)
         if self.curves is not None:
-            self.curves.flush(upto=state["epoch"])
+            self.curves.flush()
         return len(self.jobs)
 
 
@@ -431,7 +433,6 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
 
 def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path]) -> None:
     """Train the pack, then write each run's model and record; ``finished`` gets each run's folder once its record is written."""
-
     runs = [j.run for j in jobs]
     device = resolve_device(runs[0].device)
     datasets, scalings, x, y = pack_data(runs)
@@ -441,12 +442,11 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         log.info(f"resuming {len(jobs)} run(s) from epoch {trainer.epoch}")
 
     cfg = runs[0].train
-    curves = Curves([j.run_dir for j in jobs], cfg.log_every or default_every(cfg.epochs), trainer.epoch)
+    curves = pack_curves(jobs, trainer)  # metrics.csv, appended on the log cadence, and the `logger=` tracker
     name = f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} {'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}"
     bar = tqdm(total=cfg.epochs, initial=trainer.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
     resumed_at = (trainer.epoch, time.perf_counter())
-
     refreshed = [time.monotonic()]
     checkpointer = checkpointer or Checkpointer()  # the periodic checkpoints' too, signals or not
     checkpointer.watch(jobs, trainer, curves)
@@ -469,8 +469,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         trainer.train(on_epoch, host_every=(curves.every, cfg.checkpoint_every))
     finally:
         checkpointer.watch((), None)
+        curves.close(finished=trainer.epoch >= cfg.epochs)
         bar.close()
-    curves.flush()
 
     wall = time.perf_counter() - start
     where = _where(device)

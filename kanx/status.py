@@ -55,7 +55,16 @@ from kanx.cli import pipe_safe, prog
 from kanx.eta import LEFT, duration, estimate, total_eta
 from kanx.manifest import expected_runs, read_manifest
 from kanx.records import lock_is_live, read_state
-from kanx.vocab import CHECKPOINT, LOCK, MANIFEST, RECORD, UNGATED, Condition, folder_tag  # UNGATED: no beta sweep, seeds only at beta 0
+from kanx.vocab import (  # UNGATED: no beta sweep, seeds only at beta 0
+    CHECKPOINT,
+    FACTOR_FIELDS,
+    LOCK,
+    MANIFEST,
+    RECORD,
+    UNGATED,
+    Condition,
+    folder_tag,
+)
 
 MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")
@@ -188,7 +197,7 @@ def _beta_list(condition: dict, dataset: dict) -> list[float] | None:
     """kanx.config.beta_sweep: the dataset's betas for gated conditions, else beta 0."""
     if not isinstance(condition, dict) or not isinstance(dataset, dict):
         return None
-    if not Condition(edge_gates=bool(condition.get("edge_gates")), exits=bool(condition.get("exits"))).beta_acts:
+    if not Condition(**{k: bool(condition.get(k)) for k in FACTOR_FIELDS.values()}).beta_acts:
         return [0.0]
     betas = dataset.get("betas")
     if not isinstance(betas, list) or not all(isinstance(b, int | float) for b in betas):

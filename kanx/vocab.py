@@ -8,6 +8,7 @@ the analysis, the status command and the scripts all read the same facts from he
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 # ---------------------------------------------------------------- conditions
 # The paper's 2x2x2 factorial in its row order (Baseline = no egates, no FCs, no xgates).
@@ -15,32 +16,80 @@ CONDITIONS: tuple[str, ...] = ("Baseline", "F", "X", "FX", "E", "EF", "EX", "EFX
 BASELINE = "Baseline"
 
 
+# The factors a condition is a set of, in the order a condition's name spells them: the paper's
+# three (E edge gates, F forward connections, X exit gates) and the two its discussion leaves to
+# future work (N node gates on hidden units, I input gates; issue #38). A condition's name is
+# its factors in this order ("EFXI", "EN"), or BASELINE for none.
+FACTORS = "EFXNI"
+FACTOR_FIELDS: dict[str, str] = {"E": "edge_gates", "F": "forward", "X": "exits", "N": "node_gates", "I": "input_gates"}
+
+
 @dataclass(frozen=True)
 class Condition:
-    """One cell of the 2x2x2 factorial: which of E, F, X are present. The one place that says
-    what a condition's flags mean (its name, whether beta acts); everything else asks it."""
+    """A set of factors from FACTORS: which mechanisms a model has. The paper's 2x2x2 factorial
+    is the eight sets of E, F, X; N and I extend it. The one place that says what a
+    condition's flags mean (its name, whether beta acts); everything else asks it.
+
+    N and I are independent of E: a node or input gate is a hard-concrete gate of its own
+    (kanx.kan.network), so "N", "I" or "FXI" are conditions too."""
 
     edge_gates: bool = False
     forward: bool = False
     exits: bool = False
+    node_gates: bool = False
+    input_gates: bool = False
 
     NAMES = CONDITIONS  # the paper's row order
 
     @property
     def name(self) -> str:
-        flags = "E" * self.edge_gates + "F" * self.forward + "X" * self.exits
+        flags = "".join(f for f in FACTORS if getattr(self, FACTOR_FIELDS[f]))
         return flags or BASELINE
 
     @property
     def beta_acts(self) -> bool:
-        """Beta acts through L_C only where it has gates to act on: egates (E) or the exit gate (X)."""
-        return self.edge_gates or self.exits
+        """Beta acts through L_C only where it has gates to act on: egates (E), the exit gate
+        (X), node gates (N) or input gates (I)."""
+        return self.edge_gates or self.exits or self.node_gates or self.input_gates
+
+    @property
+    def node_gated(self) -> bool:
+        """Whether the model has node gates of any kind (N on hidden units, I on inputs)."""
+        return self.node_gates or self.input_gates
 
     @classmethod
     def from_name(cls, name: str) -> Condition:
-        if name not in cls.NAMES:
-            raise ValueError(f"condition {name!r} is not one of {', '.join(cls.NAMES)}")
-        return cls(edge_gates="E" in name, forward="F" in name, exits="X" in name)
+        """The condition a name spells: BASELINE, or distinct factors of FACTORS in its order."""
+        if name == BASELINE:
+            return cls()
+        problem = condition_name_problem(name)
+        if problem:
+            raise ValueError(problem)
+        return cls(**{FACTOR_FIELDS[f]: f in name for f in FACTORS})
+
+
+def condition_name_problem(name) -> str | None:
+    """Why ``name`` is not a condition's name (None when it is): one line naming the bad value
+    and what is allowed."""
+    if name == BASELINE:
+        return None
+    if not isinstance(name, str) or not name:
+        return f"condition {name!r} is not a condition: give {BASELINE} or factors from {FACTORS}, e.g. EFX or EFXI"
+    bad = sorted(set(name) - set(FACTORS))
+    if bad:
+        return (f"condition {name!r} has unknown factor(s) {', '.join(map(repr, bad))}: a condition is {BASELINE} or a set of "
+                f"factors from {FACTORS} (E edge gates, F forward connections, X exit gates, N node gates, I input gates), e.g. EFXI")
+    canonical = "".join(f for f in FACTORS if f in name)
+    if name != canonical:
+        return f"condition {name!r} must name each factor once, in the order {FACTORS}: {canonical!r}"
+    return None
+
+
+def all_conditions() -> tuple[str, ...]:
+    """Every condition's name: the paper's eight in their row order, then the sets with N or I
+    (by size, then in FACTORS order)."""
+    sets = ["".join(c) for n in range(1, len(FACTORS) + 1) for c in combinations(FACTORS, n)]
+    return (*CONDITIONS, *(s for s in sets if s not in CONDITIONS))
 
 
 # Conditions where beta does not act (Condition.beta_acts), hence without a beta sweep: seeds
@@ -50,7 +99,8 @@ GATED: tuple[str, ...] = tuple(c for c in CONDITIONS if Condition.from_name(c).b
 
 
 def condition_option(name: str) -> str:
-    """The `+condition=` value (conf/condition/<value>.yaml) of a condition name."""
+    """The `+condition=` value of a condition name (conf/condition/<value>.yaml for the paper's
+    eight, kanx.config.register_resolvers' generated options for the others)."""
     return "baseline" if name == BASELINE else name
 
 
@@ -115,6 +165,9 @@ RECORD_ERRORS: tuple[str, ...] = ("test_rmse", "train_rmse", "test_rmse_one_step
 RECORD_ROLLOUT = "rollout_rmse"
 RECORD_STRUCTURE: tuple[str, ...] = ("contributing_edges", "depth", "exit", "open_gates", "bias_terms")
 RECORD_METRICS: tuple[str, ...] = (*RECORD_ERRORS, *RECORD_STRUCTURE)
+# record["metrics"] of a condition with input gates (I) only: the names (the dataset's own
+# columns) of the inputs a contributing edge leaves (kanx.kan.structure.used_inputs).
+RECORD_SELECTED_INPUTS = "selected_inputs"
 # A sweep folder <dataset>/<condition>/<tag>: the tag is the overrides that change a run, as
 # Hydra writes them (hydra.job.override_dirname), or "default". A file name may be 255 bytes
 # on common file systems; a longer tag (20 named CSV features) keeps its first TAG_PREFIX_BYTES

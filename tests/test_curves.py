@@ -40,9 +40,21 @@ def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
     configs = run_dirs(tmp_path, "E", betas="0.1")
     run_until_interrupted(configs, 8, monkeypatch)
     run_dir = configs[0][1]
-    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6]  # flushed with the checkpoint
+    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6, 8]  # appended live, past the checkpoint at 6
     assert not (run_dir / "metrics.csv.gz").exists()  # unfinished: the live file stays plain
-    run_jobs(configs)
+    import kanx.curves
+
+    started, start = [], kanx.curves._start
+
+    def spy(run_dir, epoch):
+        columns = start(run_dir, epoch)
+        started.append((epoch, list(pd.read_csv(run_dir / "metrics.csv")["epoch"])))
+        return columns
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kanx.curves, "_start", spy)
+        run_jobs(configs)
+    assert started == [(6, [2, 4, 6])]  # the resume drops the row after its checkpoint (epoch 8), then trains it again
     resumed = pd.read_csv(run_dir / "metrics.csv.gz")
     assert list(resumed["epoch"]) == [2, 4, 6, 8, 10, 12]
     assert run_plan(run_dirs(tmp_path / "straight", "E", betas="0.1")) == 0
@@ -125,9 +137,9 @@ def rows_of(text):
 
 
 def test_a_finished_run_keeps_only_a_gzipped_curve_that_reads_back_as_written(tmp_path, monkeypatch):
-    """The rows a run writes while it trains (plain metrics.csv, flushed at each checkpoint) are
-    the rows of the finished run's metrics.csv.gz, its only curve, which its done marker vouches
-    for; gzip's header holds no time stamp, so the same rows give the same bytes."""
+    """The rows a run appends to its plain metrics.csv while it trains are the rows of the
+    finished run's metrics.csv.gz, its only curve, which its done marker vouches for; gzip's
+    header holds no time stamp, so the same rows give the same bytes."""
     from kanx.records import curve_path, gzip_bytes, integrity_problem
     from kanx.runner import run_jobs
     from kanx.vocab import CURVES
@@ -137,20 +149,19 @@ def test_a_finished_run_keeps_only_a_gzipped_curve_that_reads_back_as_written(tm
     written = []
     import kanx.curves as curves_module
 
-    write = curves_module._write_rows
+    append = curves_module._append
 
-    def spy(path, rows):  # every flush during training: what the run wrote, as it wrote it
-        written.append((path.name, [dict(r) for r in rows]))
-        write(path, rows)
+    def spy(path, columns, row):  # every row during training: what the run wrote, as it wrote it
+        written.append((path.name, dict(row)))
+        return append(path, columns, row)
 
-    monkeypatch.setattr(curves_module, "_write_rows", spy)
+    monkeypatch.setattr(curves_module, "_append", spy)
     run_jobs(configs)
     assert {name for name, _ in written} == {"metrics.csv"}  # live curve: plain
     assert sorted(p.name for p in run_dir.iterdir() if p.name in CURVES) == ["metrics.csv.gz"]
     assert curve_path(run_dir) == run_dir / "metrics.csv.gz"
     history = kanx.load_run(run_dir).history
-    last = written[-1][1]
-    assert history.to_dict("records") == last and list(history["epoch"]) == [2, 4, 6, 8, 10, 12]
+    assert history.to_dict("records") == [row for _, row in written] and list(history["epoch"]) == [2, 4, 6, 8, 10, 12]
     marker = json.loads((run_dir / "done").read_text())["sha256"]
     assert "metrics.csv.gz" in marker and "metrics.csv" not in marker
     assert integrity_problem(run_dir, files=CURVES) is None
@@ -248,3 +259,126 @@ def test_compress_curves_converts_finished_runs_once_and_leaves_those_its_marker
     (stopped / "metrics.csv.gz").write_bytes(b"half")
     assert compress_curves(tmp_path)[0] == [stopped] and integrity_problem(stopped, files=CURVES) is None
     assert read_history(stopped)["epoch"].tolist() == [2, 4]
+
+
+# ---------------------------------------------------------------- watching a run: live rows, trackers
+
+
+def test_metrics_csv_grows_on_the_log_cadence_while_the_run_trains(tmp_path, monkeypatch):
+    """No checkpoint falls inside these 12 epochs (train.checkpoint_every=500), yet after every
+    epoch the run folder's metrics.csv holds the rows up to it, one every train.log_every=2."""
+    from kanx.trainer import Trainer
+
+    configs = run_dirs(tmp_path, "E", betas="0.1")
+    live, seen, train = configs[0][1] / "metrics.csv", [], Trainer.train
+
+    def watched(self, on_epoch=None, host_every=()):
+        def after(trainer, progress):
+            on_epoch(trainer, progress)
+            seen.append((trainer.epoch, list(pd.read_csv(live)["epoch"]) if live.exists() else []))
+        return train(self, after, host_every)
+
+    monkeypatch.setattr(Trainer, "train", watched)
+    assert run_plan(configs) == 0
+    assert seen == [(e, list(range(2, e + 1, 2))) for e in range(1, 13)]
+    assert not (configs[0][1] / "checkpoint.pt").exists()
+
+
+def tracked(root, logger, betas="0.0,0.1"):
+    """The jobs of run_dirs(root, "E", betas=betas) with `logger=LOGGER`."""
+    return sweep_jobs("sin_xy2", "E", [f"results_root={root}", "seed=0", f"beta={betas}", f"logger={logger}", *ARGS])
+
+
+def test_logger_tensorboard_writes_each_runs_rows_as_event_files_tensorboard_reads(tmp_path):
+    """`logger=tensorboard`: each run folder's tensorboard/ holds the rows of its metrics.csv as
+    scalars (step = epoch) that TensorBoard's own reader finds; the logger is no part of a run's
+    identity (same folders, same config hash as without it)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    configs = tracked(tmp_path, "tensorboard")
+    assert [d for _, d in configs] == [d for _, d in run_dirs(tmp_path, "E")]
+    assert run_plan(configs) == 0
+    for _, run_dir in configs:
+        events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
+        curve = kanx.load_run(run_dir).history
+        assert set(events.Tags()["scalars"]) == set(curve.columns) - {"epoch"}
+        for column in ("loss", "lc", "open_gates", "beta"):
+            scalars = events.Scalars(column)
+            assert [s.step for s in scalars] == list(curve["epoch"])
+            assert [s.value for s in scalars] == pytest.approx(list(curve[column]), rel=1e-6)
+    from kanx.config import config_hash, to_container
+
+    record = json.loads((configs[0][1] / "record.json").read_text())
+    assert record["config"]["logger"]["name"] == "tensorboard"
+    assert record["config_hash"] == config_hash(to_container(run_dirs(tmp_path, "E")[0][0]))
+
+
+def test_logger_tensorboard_purges_what_a_stopped_process_logged_after_its_checkpoint(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    from helpers import run_until_interrupted
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from kanx.runner import run_jobs
+
+    configs = tracked(tmp_path, "tensorboard", betas="0.1")
+    run_until_interrupted(configs, 8, monkeypatch)  # checkpoint at 6, rows logged up to 8
+    run_jobs(configs)
+    events = EventAccumulator(str(configs[0][1] / "tensorboard")).Reload()
+    assert [s.step for s in events.Scalars("loss")] == [2, 4, 6, 8, 10, 12]  # epoch 8 once: the resumed process's
+
+
+def test_logger_mlflow_makes_one_run_per_member_in_a_local_store(tmp_path):
+    """`logger=mlflow`: an MLflow run per kanx run, in <results_root>/mlflow.db, its metrics the
+    rows of metrics.csv (step = epoch), finished with the run."""
+    mlflow = pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+
+    configs = tracked(tmp_path, "mlflow")
+    assert run_plan(configs) == 0
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("kanx")
+    runs = {r.data.tags["kanx.run_dir"]: r for r in client.search_runs([experiment.experiment_id])}
+    assert set(runs) == {str(d.resolve()) for _, d in configs}
+    for _, run_dir in configs:
+        run, curve = runs[str(run_dir.resolve())], kanx.load_run(run_dir).history
+        assert run.info.status == "FINISHED" and run.data.params["condition"] == "E"
+        history = client.get_metric_history(run.info.run_id, "loss")
+        assert [m.step for m in history] == list(curve["epoch"])
+        assert [m.value for m in history] == pytest.approx(list(curve["loss"]))
+
+
+def test_a_cut_last_line_is_dropped_and_a_row_with_new_columns_rewrites_the_curve(tmp_path):
+    """The live file's appends (kanx.curves._append): a process killed mid-write leaves a cut
+    last line, which reading drops; a row with columns the file lacks (a run resumed by a kanx
+    that logs more) rewrites it with both, the older rows without the new column."""
+    from kanx.curves import _append, _read_rows
+
+    path = tmp_path / "metrics.csv"
+    columns = _append(path, None, {"epoch": 2, "loss": 1.0})
+    columns = _append(path, columns, {"epoch": 4, "loss": 0.5})
+    assert path.read_text() == "epoch,loss\n2,1.0\n4,0.5\n"
+    with open(path, "a") as f:
+        f.write("6,0.2")  # killed before the newline: 0.2 may be 0.25 cut short
+    assert _read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}]
+    path.write_text("epoch,loss\n2,1.0\n4,0.5\n")
+    assert _append(path, columns, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}) == ["epoch", "loss", "tau_x"]
+    assert path.read_text().splitlines()[0] == "epoch,loss,tau_x"
+    assert _read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}]
+
+
+def test_logger_mlflow_continues_a_resumed_runs_mlflow_run(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    from helpers import run_until_interrupted
+
+    from kanx.runner import run_jobs
+
+    configs = tracked(tmp_path, "mlflow", betas="0.1")
+    run_until_interrupted(configs, 8, monkeypatch)  # checkpoint at 6, rows logged up to 8
+    run_jobs(configs)
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("kanx").experiment_id])
+    assert run.info.status == "FINISHED"
+    # the stopped process's epoch 8 stays beside the resumed one's (MLflow keeps every point)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [2, 4, 6, 8, 8, 10, 12]

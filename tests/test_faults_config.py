@@ -86,15 +86,28 @@ def test_the_beta_sweep_reads_condition_flags_as_booleans_too():
 # ---------------------------------------------------------------- unknown keys
 
 
+def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else find_spec(name, *a))
+    with pytest.raises(ConfigError) as e:
+        run_jobs([(composed("logger=mlflow", *TOY_RUN), tmp_path / "run")])
+    assert str(e.value) == "logger=mlflow needs the mlflow package: pip install 'kanx[mlflow]'"
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("+betta=0.01", "unknown key(s) betta (did you mean beta?); "
-                    "the top level takes: beta, condition, dataset, device, model, overwrite, results_root, seed, train"),
+                    "the top level takes: beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"),
     ("+foo=1", "unknown key(s) foo; the top level takes:"),
     ("+condition.edge_gate=true", "unknown key(s) condition.edge_gate (did you mean condition.edge_gates?); "
-                                  "condition.* takes: edge_gates, exits, forward, name"),
+                                  "condition.* takes: edge_gates, exits, forward, input_gates, name, node_gates"),
     ("+dataset.n_trian=64", "unknown key(s) dataset.n_trian (did you mean dataset.n_train?)"),
     ("+dataset.horizon=null", "unknown key(s) dataset.horizon; dataset.* takes:"),  # a null option was dropped before the loader saw it
     ("+train.epoch=3", "unknown key(s) train.epoch (did you mean train.epochs?)"),
+    ("+logger.experment=x", "unknown key(s) logger.experment (did you mean logger.experiment?)"),
+    ("logger.name=wandb", "logger.name='wandb' is not one of: none, tensorboard, mlflow"),
 ])
 def test_a_key_the_run_does_not_read_is_refused_with_a_did_you_mean(tmp_path, override, message):
     with pytest.raises(ConfigError) as e:
@@ -110,7 +123,7 @@ def test_a_mistyped_key_is_refused_by_the_cli_in_one_line_with_exit_2(tmp_path):
     p = cli(f"results_root={tmp_path}", "+betta=0.01", *TOY_RUN, check=False)
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
         "kanx: error: unknown key(s) betta (did you mean beta?); the top level takes: "
-        "beta, condition, dataset, device, model, overwrite, results_root, seed, train"], p.stderr
+        "beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"], p.stderr
     assert not list(tmp_path.rglob("*"))
 
 

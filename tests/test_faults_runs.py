@@ -202,10 +202,11 @@ def test_a_failing_pack_leaves_the_records_it_finished_alone(tmp_path, monkeypat
 
 @pytest.mark.slow
 def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
-    """The same on a 120 KiB tmpfs (where mounting is permitted: root): model.pt files fill it."""
+    """The same on a 216 KiB tmpfs (where mounting is permitted: root): the runs' .hydra/ take about
+    100 KiB, then model.pt files fill it."""
     tiny = tmp_path / "tiny"
     tiny.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=120k", "tmpfs", str(tiny)], capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=216k", "tmpfs", str(tiny)], capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs is not permitted here")
     try:
         p = cli("+condition=EFX", "seed=0,1,2,3,4,5", "beta=0.1", f"results_root={tiny}", *ARGS, "-m", check=False)
@@ -220,9 +221,11 @@ def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
 # ---------------------------------------------------------------- a signal's checkpoint and the curve
 
 
-def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypatch, own_signals):
-    """SIGTERM at epoch 9, after the periodic checkpoint at 6: the resumed run's metrics.csv is the
-    uninterrupted run's, row for row (training seconds aside), epochs 7 to 9 included."""
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])  # SIGINT: Ctrl-C
+def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypatch, own_signals, signame):
+    """Ctrl-C or SIGTERM at epoch 9, after the periodic checkpoint at 6: the resumed run's
+    metrics.csv is the uninterrupted run's from epoch 1, row for row (training seconds aside),
+    epochs 7 to 9 included (the issue's Ctrl-C at epoch 30, scaled down)."""
     import pandas as pd
 
     from kanx.plan import sweep_jobs
@@ -237,7 +240,7 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
 
     def signalled(self):
         if self.epoch == 9:
-            os.kill(os.getpid(), signal.SIGTERM)  # its handler checkpoints the pack as of epoch 9, then stops
+            os.kill(os.getpid(), getattr(signal, signame))  # its handler checkpoints the pack as of epoch 9, then stops
         return run_epoch(self)
 
     stopped = configs(tmp_path / "stopped")
@@ -245,7 +248,7 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
         patch.setattr(Trainer, "run_epoch", signalled)
         with pytest.raises(SystemExit) as stop:
             run_command(stopped, tmp_path, tmp_path)
-    assert stop.value.code == 128 + signal.SIGTERM
+    assert stop.value.code == 128 + getattr(signal, signame)
     run_dir = stopped[0][1]
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] == 9
     assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == list(range(1, 10))  # flushed with the signal's checkpoint

@@ -32,7 +32,7 @@ def test_train_help_describes_kanx_and_lists_the_config_groups():
     assert text.startswith("usage: python -m kanx.train [KEY=VALUE ...] [-m]")
     assert "Kolmogorov-Arnold" in text and "Bagrow & Bongard" in text and "is powered by Hydra" not in text
     groups = {line.split(":")[0] for line in text.split("== Config groups ==")[1].split("== Config ==")[0].splitlines() if ": " in line}
-    assert groups == {"condition", "dataset", "debug", "launcher"}
+    assert groups == {"condition", "dataset", "debug", "launcher", "logger"}
     assert "condition: E, EF, EFX, EX, F, FX, X, baseline" in text and "debug: quick" in text
     assert 'eval "$(kanx-train -sc install=bash)"' in text  # the template's $$ came out as one $
 

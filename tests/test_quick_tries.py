@@ -64,3 +64,26 @@ def test_a_sweep_over_conditions_refused_for_bad_input_leaves_no_log_behind(tmp_
     p = cli("+condition=X,FX", f"results_root={tmp_path}", "train.lr=abc", "+debug=quick", *TOY, "-m", check=False)
     assert p.returncode == 2 and "train.lr='abc' must be a number" in p.stderr
     assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
+
+
+def test_a_packed_sweep_writes_each_runs_hydra_folder_as_the_basic_launcher_does(tmp_path):
+    """Every run folder of a packed -m sweep holds .hydra/ (config.yaml, hydra.yaml, overrides.yaml),
+    the files Hydra's basic launcher writes for the same run, alike but for what the two commands
+    were told differently (results_root, launcher=basic)."""
+    import yaml
+
+    args = ["+condition=E", "beta=0.0,0.1", "seed=0", "+debug=quick", *TOY]
+    cli(*args, f"results_root={tmp_path / 'packed'}", "-m")
+    cli(*args, f"results_root={tmp_path / 'basic'}", "launcher=basic", "-m")
+    runs = sorted(p.parent for p in (tmp_path / "packed").rglob("record.json"))
+    assert len(runs) == 2
+    for run in runs:
+        twin = tmp_path / "basic" / run.relative_to(tmp_path / "packed")
+        files = {d: {p.name: yaml.safe_load(p.read_text()) for p in (d / ".hydra").iterdir()} for d in (run, twin)}
+        assert sorted(files[run]) == sorted(files[twin]) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
+        packed, basic = files[run], files[twin]
+        assert {**packed["config.yaml"], "results_root": None} == {**basic["config.yaml"], "results_root": None}
+        assert packed["config.yaml"]["results_root"] == str(tmp_path / "packed")
+        assert [o for o in basic["overrides.yaml"] if o != "launcher=basic"] == [o.replace("/packed", "/basic") for o in packed["overrides.yaml"]]
+        assert packed["hydra.yaml"]["hydra"]["runtime"]["output_dir"] == str(run.absolute())
+        assert packed["hydra.yaml"]["hydra"]["job"]["override_dirname"] == basic["hydra.yaml"]["hydra"]["job"]["override_dirname"]

@@ -85,6 +85,29 @@ def log_beside_multirun(launcher: Launcher, jobs: list) -> Path:
     return path
 
 
+def save_hydra_dirs(jobs: list) -> list[Path]:
+    """Each job's .hydra/ in its run folder (config.yaml, hydra.yaml, overrides.yaml), as Hydra's
+    basic launcher writes it at a job's start (hydra.core.utils.run_job): what composed the run,
+    beside its record, however it was launched. Returns the run folders (none where
+    hydra.output_subdir is null, which turns them off)."""
+    from hydra.core.utils import _save_config
+    from omegaconf import OmegaConf, read_write
+
+    written = []
+    for cfg, run_dir, _ in jobs:
+        if cfg.hydra.output_subdir is None:
+            continue
+        with read_write(cfg.hydra.runtime), open_dict(cfg.hydra.runtime):
+            cfg.hydra.runtime.output_dir = str(Path(run_dir).absolute())
+        task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+        out = Path(run_dir) / str(cfg.hydra.output_subdir)
+        _save_config(task_cfg, "config.yaml", out)
+        _save_config(OmegaConf.masked_copy(cfg, "hydra"), "hydra.yaml", out)
+        _save_config(cfg.hydra.overrides.task, "overrides.yaml", out)
+        written.append(Path(run_dir))
+    return written
+
+
 def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """What every kanx launcher does first: Hydra's globals and logging, kanx's resolvers,
     refuse an empty sweep, then compose every job (keeping Hydra's singletons as they were)."""
@@ -115,6 +138,7 @@ class PackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from kanx.errors import fail
         from kanx.records import discard_if_empty
         from kanx.runner import run_command
 
@@ -128,9 +152,20 @@ class PackedLauncher(Launcher):
             discard_if_empty(primary, self.config.get("results_root"))
         folder = log_beside_multirun(self, jobs).parent  # what bad input removes again, if nothing else is there
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
+        root = self.config.get("results_root")
+        try:
+            run_dirs = save_hydra_dirs(jobs)
+        except OSError as e:  # a full disk or a read-only file system: one line, as the runner's
+            fail(f"cannot write a run's .hydra/: {e}", code=1)
         # Ctrl-C or SIGTERM checkpoint the pack in training; bad input and failed runs stop in one line
-        records = run_command([(cfg, run_dir) for cfg, run_dir, _ in jobs], folder, self.config.get("results_root"),
-                              pack_size=self.pack_size, group=self.group)
+        try:
+            records = run_command([(cfg, run_dir) for cfg, run_dir, _ in jobs], folder, root, pack_size=self.pack_size, group=self.group)
+        except SystemExit as e:
+            if e.code == 2:  # bad input: the run folders that hold only .hydra/ go again, then the sweep's
+                for run_dir in run_dirs:
+                    discard_if_empty(run_dir, root)
+                discard_if_empty(folder, root)
+            raise
         returns = []
         for (cfg, run_dir, overrides), record in zip(jobs, records, strict=True):
             ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")

@@ -35,7 +35,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.kanx_launcher.packed_launcher import log_beside_multirun, start_launch
+from hydra_plugins.kanx_launcher.packed_launcher import log_beside_multirun, save_hydra_dirs, start_launch
 from kanx import records
 from kanx.vocab import DEFAULT_GROUP
 
@@ -327,6 +327,7 @@ class SlurmLauncher(Launcher):
             fail(e)
         try:
             write_manifests(prepared)  # before submitting: kanx.status counts what was launched
+            save_hydra_dirs(jobs)  # each run's .hydra/, as the basic launcher's
         except OSError as e:  # kanx.errors.StorageError: the results folder cannot be written
             fail(e, code=1)
         todo, busy = _left_to_submit(prepared)

@@ -36,12 +36,14 @@ class DatasetSpec:
 
 
 _SIZES = {"n_train": 1024, "n_test": 256}
+# The function datasets' own option: k distractor inputs, uniform noise the target ignores (issue #38).
+_FUNCTION_OPTIONS = {**_SIZES, "distractors": 0}
 _ROLLOUT = {"horizon": None, "n_rollouts": None}  # None, None: one rollout over the whole test segment
 
 
 def _function_specs() -> dict[str, DatasetSpec]:
     return {
-        name: DatasetSpec(name, synthetic.make_function_dataset, _SIZES, f"{p.formula}, uniform on {p.domain}")
+        name: DatasetSpec(name, synthetic.make_function_dataset, _FUNCTION_OPTIONS, f"{p.formula}, uniform on {p.domain}")
         for name, p in synthetic.PROBLEMS.items()
     }
 
@@ -130,6 +132,7 @@ def _column_list(value: Any) -> list[str]:
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "n_train": _int(1),
     "n_test": _int(1),
+    "distractors": _int(0),
     "transient": _int(0),
     "horizon": _int(1),
     "n_rollouts": _int(1),
@@ -216,11 +219,18 @@ def load_dataset(name: str, *, data_seed: int, loader: str | None = None, **opti
 GENERATOR_VERSION = "kanx.data generators v1"
 
 
+# Options added after records existed, with the value that generates the data of before: left
+# out of the data hash at that value, so every committed record keeps its data_hash.
+OPTIONS_ADDED_LATER = {"distractors": 0}
+_NONE = object()
+
+
 def data_hash(ds: Dataset) -> str:
     """The identity of a dataset's content, 16 hex digits: a data file's sha256 (tabular
     and CSV data), else a hash of what generated it (GENERATOR_VERSION, the generator's
     parameters in ds.provenance, the options and the data seed)."""
     if "sha256" in ds.provenance:
         return str(ds.provenance["sha256"])[:16]
-    made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": ds.options, "data_seed": ds.data_seed}
+    options = {k: v for k, v in ds.options.items() if OPTIONS_ADDED_LATER.get(k, _NONE) != v}
+    made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": options, "data_seed": ds.data_seed}
     return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -49,21 +49,38 @@ def sample(problem: Problem, n: int, rng: np.random.Generator) -> tuple[np.ndarr
     return x, problem.f(*x.T)[:, None]
 
 
-def make_function_dataset(name: str, data_seed: int, n_train: int, n_test: int) -> Dataset:
+def add_distractors(x: np.ndarray, k: int, domain: tuple[float, float], rng: np.random.Generator) -> np.ndarray:
+    """x (n, q) with k more columns, independent uniform noise on ``domain``: inputs the
+    target does not depend on (issue #38's variable-selection study)."""
+    return np.concatenate([x, rng.uniform(*domain, size=(x.shape[0], k))], axis=1) if k else x
+
+
+def make_function_dataset(name: str, data_seed: int, n_train: int, n_test: int, distractors: int = 0) -> Dataset:
     """Train and test points drawn independently from the domain.
 
     Train and test come from two child streams of `data_seed`, so the test points do not
-    change when n_train does.
+    change when n_train does. ``distractors``: k inputs appended after the true ones (named
+    d1 ... dk), uniform on the first variable's range, drawn from two further child streams,
+    so the true inputs and targets are those of the dataset without them.
     """
     problem = PROBLEMS[name]
-    train_rng, test_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(data_seed).spawn(2))
+    seeds = np.random.SeedSequence(data_seed).spawn(4 if distractors else 2)  # children 0, 1 as without distractors
+    train_rng, test_rng = (np.random.default_rng(s) for s in seeds[:2])
     bivariate = len(problem.domain) == 2
+    (x_train, y_train), (x_test, y_test) = sample(problem, n_train, train_rng), sample(problem, n_test, test_rng)
+    names = ("x", "y") if bivariate else ("x",)
+    provenance = {"formula": problem.formula, "domain": [list(b) for b in problem.domain]}
+    if distractors:
+        x_train = add_distractors(x_train, distractors, problem.domain[0], np.random.default_rng(seeds[2]))
+        x_test = add_distractors(x_test, distractors, problem.domain[0], np.random.default_rng(seeds[3]))
+        names = (*names, *(f"d{i + 1}" for i in range(distractors)))
+        provenance["distractors"] = distractors
     return make_dataset(
         name,
         data_seed,
-        train=sample(problem, n_train, train_rng),
-        test=sample(problem, n_test, test_rng),
-        input_names=("x", "y") if bivariate else ("x",),
+        train=(x_train, y_train),
+        test=(x_test, y_test),
+        input_names=names,
         output_names=("z",) if bivariate else ("y",),
-        provenance={"formula": problem.formula, "domain": [list(b) for b in problem.domain]},
+        provenance=provenance,
     )

@@ -14,7 +14,10 @@ from the model's equations (kanx.kan.network):
     any make-up);
   - which draw of the counter-based noise (kanx.draws) each member puts in each slot of
     the pack's noise vector (``noise_slots``), so that it draws the same numbers packed or
-    alone.
+    alone;
+  - the node gates (N on hidden units, I on inputs): which nodes each member gates
+    (``node_own``), and the source and target node of every edge (``edge_src``,
+    ``edge_dst``), so that an edge's effective gate is its own times its nodes'.
 
 The model and the trainer ask this layout; neither computes a member's slice itself. A new
 mechanism with parameters or noise of its own adds them here (its owner flag, its index,
@@ -31,10 +34,14 @@ from torch import nn
 from kanx import draws
 from kanx.kan.shapes import stage_shapes
 from kanx.kan.spec import Condition
+from kanx.vocab import FACTOR_FIELDS
 
 # Mechanisms whose members are told apart by a per-member flag (Condition's field names);
 # forward connections are told apart by the edge masks instead.
-FLAGGED = ("edge_gates", "exits")
+FLAGGED = ("edge_gates", "exits", "node_gates", "input_gates")
+# A node gate's draw is the egate purpose's (kanx.draws.EGATE) at this index plus the node's id:
+# above every edge index, so a member's egate draws are the same with or without node gates.
+NODE_DRAW_BASE = 1 << 24
 
 
 class MemberLayout(nn.Module):
@@ -45,7 +52,9 @@ class MemberLayout(nn.Module):
     Attributes: ``width``; ``conditions`` (per member) and ``condition`` (their superset);
     ``mixed`` (the members' conditions differ); ``M``, ``L`` (stages), ``n_out``;
     ``trunk_out``, ``head_out`` (outputs of each stage's trunk and exit head) and
-    ``edge_shapes`` (I_k, O_k) of the superset's stages; ``n_edges`` (all stages flattened).
+    ``edge_shapes`` (I_k, O_k) of the superset's stages; ``n_edges`` (all stages flattened);
+    ``n_nodes`` (the nodes a gate may sit on: x^(0), ..., x^(L-1), numbered as in
+    kanx.kan.structure, inputs first).
     """
 
     def __init__(self, width: Sequence[int], conditions: Sequence[Condition], dtype=torch.float32):
@@ -54,7 +63,7 @@ class MemberLayout(nn.Module):
         if len(width) < 2:
             raise ValueError(f"model width {list(width)} needs at least an input and an output size")
         conditions = list(conditions)
-        condition = Condition(any(c.edge_gates for c in conditions), any(c.forward for c in conditions), any(c.exits for c in conditions))
+        condition = Condition(**{f: any(getattr(c, f) for c in conditions) for f in FACTOR_FIELDS.values()})
         self.width, self.conditions, self.condition = width, conditions, condition
         self.mixed = any(c != condition for c in conditions)
         self.M, self.L, self.n_out = len(conditions), len(width) - 1, width[-1]
@@ -79,6 +88,7 @@ class MemberLayout(nn.Module):
             self.register_buffer("own_edges", own, persistent=False)
             for flag in FLAGGED:
                 self.register_buffer(f"has_{flag}", torch.tensor([getattr(c, flag) for c in conditions]), persistent=False)
+        self._node_layout(dtype)
         egate, exits = self._own_noise_indices()
         self.register_buffer("egate_index", egate, persistent=False)
         self.register_buffer("exit_index", exits, persistent=False)
@@ -129,6 +139,42 @@ class MemberLayout(nn.Module):
         has = getattr(self, f"has_{flag}")
         return torch.where(has.view(-1, *[1] * (value.dim() - 1)), value, otherwise())
 
+    # ----------------------------------------------------------------- nodes
+    def _node_layout(self, dtype) -> None:
+        """Node ids: x^(l)_j is offsets[l] + j for l < L (the outputs are never gated). Buffers:
+        edge_src, edge_dst (n_edges,) the source and target node of every edge (n_nodes: an
+        exit's output), and, where the superset has N or I, node_own (M, n_nodes): 1 where
+        the member gates the node (inputs with I, hidden units with N)."""
+        width, L = self.width, self.L
+        offsets = [sum(width[:l]) for l in range(L + 1)]
+        self.n_nodes = offsets[L]
+        src, dst = [], []
+        for k, (n_in, n_out) in enumerate(self.edge_shapes):
+            first = 0 if self.condition.forward else offsets[k]  # stage k reads [x^(0..k)] or x^(k)
+            rows = torch.arange(first, first + n_in)
+            cols = torch.full((n_out,), self.n_nodes)
+            cols[: self.trunk_out[k]] = offsets[k + 1] + torch.arange(self.trunk_out[k])
+            src.append(rows.repeat_interleave(n_out))
+            dst.append(cols.repeat(n_in))
+        self.register_buffer("edge_src", torch.cat(src), persistent=False)
+        self.register_buffer("edge_dst", torch.cat(dst), persistent=False)
+        self.register_buffer("edge_stage", torch.cat([torch.full((i * o,), k) for k, (i, o) in enumerate(self.edge_shapes)]), persistent=False)
+        # 1 for an exit head's column (the final layer's included): C^h of Eq. (reachability-mdl-compact)
+        self.register_buffer("edge_head", (self.edge_dst == self.n_nodes).to(dtype), persistent=False)
+        if self.condition.node_gated:
+            own = torch.zeros(self.M, self.n_nodes, dtype=dtype)
+            for m, c in enumerate(self.conditions):
+                own[m, : width[0]] = float(c.input_gates)
+                own[m, width[0] :] = float(c.node_gates)
+            self.register_buffer("node_own", own, persistent=False)
+
+    def node_factor(self, node_z: torch.Tensor) -> torch.Tensor:
+        """Node gates (M, n_nodes) -> the factor every edge's gate takes from them (M, n_edges):
+        its source node's gate times its target node's (1 for an exit's output), so that a
+        closed node closes every edge into and out of it."""
+        z = torch.cat([node_z, node_z.new_ones(node_z.shape[0], 1)], dim=-1)  # (M, n_nodes + 1)
+        return z[:, self.edge_src] * z[:, self.edge_dst]
+
     # ----------------------------------------------------------------- members' own state
     def member_index(self, name: str, m: int) -> tuple:
         """The index of member m's own-layout slice in the superset tensor of state entry
@@ -139,14 +185,15 @@ class MemberLayout(nn.Module):
             return (m, rows) if name.endswith(".grid") else (m, rows, cols)
         if name == "alpha":
             return (m, self.flat_index(c).to(self.fc_input.device))
-        return (m,)
+        return (m,)  # exit_logits, node_alpha: the same layout for every condition
 
     def owns(self, name: str, m: int, params_only: bool = False) -> bool:
         """Whether member m's own-condition model holds state entry ``name`` (with
         ``params_only``, as a parameter): exit logits only with X; egate logits always, but as
-        a parameter only with E (without E they are a frozen buffer)."""
+        a parameter only with E (without E they are a frozen buffer); node-gate logits only with
+        N or I."""
         c = self.conditions[m]
-        return (name != "exit_logits" or c.exits) and (name != "alpha" or c.edge_gates or not params_only)
+        return (name != "exit_logits" or c.exits) and (name != "alpha" or c.edge_gates or not params_only) and (name != "node_alpha" or c.node_gated)
 
     def member_tensor(self, name: str, value: torch.Tensor, m: int) -> torch.Tensor:
         """Member m's own-layout slice of a superset tensor ``value`` of state entry ``name``."""
@@ -158,20 +205,33 @@ class MemberLayout(nn.Module):
 
     # ----------------------------------------------------------------- training noise
     def _own_noise_indices(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """For every slot of the pack's noise vectors (egate noise per edge, exit noise per
-        layer), the index of the draw each member puts there: its own index in its own
-        condition's layout, or -1 where it lacks the slot (it gets 1/2). A member's draws so
-        never depend on what other members need. (M, n_edges or 0) and (M, L or 0)."""
+        """For every slot of the pack's noise vectors (egate noise per edge, then node-gate
+        noise per node, exit noise per layer), the index of the draw each member puts there:
+        its own index in its own condition's layout (a node's: NODE_DRAW_BASE + its id), or
+        -1 where it lacks the slot (it gets 1/2). A member's draws so never depend on what
+        other members need. (M, n_edges or 0 + n_nodes or 0) and (M, L or 0)."""
         n_gate = self.n_edges if self.condition.edge_gates else 0
-        egate = torch.full((self.M, n_gate), -1, dtype=torch.long)
+        n_node = self.n_nodes if self.condition.node_gated else 0
+        egate = torch.full((self.M, n_gate + n_node), -1, dtype=torch.long)
         exits = torch.full((self.M, self.L if self.condition.exits else 0), -1, dtype=torch.long)
         for m, c in enumerate(self.conditions):
             if c.edge_gates:
                 slots = self.flat_index(c)
                 egate[m, slots] = torch.arange(len(slots))
+            if n_node:
+                ids = torch.arange(self.n_nodes)
+                egate[m, n_gate:] = torch.where(self.node_own[m] > 0, NODE_DRAW_BASE + ids, -1)
             if c.exits:
                 exits[m] = torch.arange(self.L)
         return egate, exits
+
+    def split_gate_noise(self, u: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The egate purpose's slots (M, n_gate + n_node) -> (edge noise or None without E, node
+        noise or None without N and I)."""
+        if u is None:
+            return None, None
+        n_gate = self.n_edges if self.condition.edge_gates else 0
+        return (u[:, :n_gate] if n_gate else None), (u[:, n_gate:] if self.condition.node_gated else None)
 
     def noise_slots(self) -> dict[int, torch.Tensor]:
         """The own indices of every purpose of the training noise (kanx.draws), in the order

@@ -1,10 +1,20 @@
-"""GatedKAN: a KAN with edge gates (E), forward connections (F) and exit heads (X),
-every parameter batched over a leading member axis M.
+"""GatedKAN: a KAN with edge gates (E), forward connections (F), exit heads (X), node gates
+on hidden units (N) and input gates (I), every parameter batched over a leading member axis M.
 
 Paper section "Gated multi-exit architecture". Conditions are ablations of EFX
 (Results, opening): without E the egate logits are frozen at alpha = 20 (always open);
 without F the forward connections are removed; without X the exit heads are removed and
 only the final layer exists.
+
+N and I go beyond the paper (issue #38), as its section "Gated multi-exit architecture"
+describes them: an ngate z_{l+1,j} on every hidden unit (Eq. gated-layer-update), and, as
+its footnote leaves to future work, a gate on every input variable (variable selection).
+Both are hard-concrete gates on nodes (``node_alpha``, one per node of x^(0), ..., x^(L-1):
+inputs with I, hidden units with N; the outputs are never gated), and an edge's effective
+gate is its own times its source and target nodes' gates, so a closed node closes every
+edge into and out of it, trunk, forward connection and exit head alike. The target node's
+factor is Eq. (gated-layer-update)'s z_{l+1,j}; the source node's makes a closed unit (or
+input) silent downstream, where phi(0) != 0 would otherwise leave its edges as constants.
 
 Layout. A network of width [n_0, ..., n_L] has L *stages*. Stage k reads
 x_cat^(k) = [x^(0), ..., x^(k)] with F, or x^(k) without, and holds
@@ -77,6 +87,9 @@ class GatedKAN(nn.Module):
             self.register_buffer("alpha", alpha)  # frozen open, no gradient
         if self.condition.exits:
             self.exit_logits = nn.Parameter(torch.zeros(self.M, self.L, dtype=dtype))  # uniform pi at start
+        if self.condition.node_gated:  # N or I: one logit per node (M, n_nodes), open where unused
+            own = members.node_own > 0
+            self.node_alpha = nn.Parameter(torch.where(own, float(spec.gate_init_alpha), ALPHA_OPEN).to(dtype))
         self.reset_parameters(seeds)
 
     # ----------------------------------------------------------------- set-up
@@ -146,24 +159,55 @@ class GatedKAN(nn.Module):
             return self.alpha
         return self.members.keep("edge_gates", self.alpha, self.alpha.detach)
 
+    def _own_nodes(self, z: torch.Tensor) -> torch.Tensor:
+        """Node gate values (M, n_nodes) where a member gates the node, 1 elsewhere (no gradient
+        reaches the logits of nodes a member does not gate)."""
+        return torch.where(self.members.node_own > 0, z, torch.ones_like(z))
+
     def sample_gates(self, u: torch.Tensor | None) -> torch.Tensor:
-        """Training egates z~ (M, n_edges): hard-concrete samples from uniform noise u with E
+        """Training gates z~ (M, n_edges): hard-concrete samples from uniform noise u with E
         (Background "Differentiable l0 regularization"); exactly 1 without E (alpha = 20 gives
-        z~ = 1 for every u the sampler allows)."""
+        z~ = 1 for every u the sampler allows). With N or I, each edge's gate times its
+        nodes' sampled gates (node_factor). ``u``: the egate purpose's slots (edges, then nodes)."""
+        u_edges, u_nodes = self.members.split_gate_noise(u)
         if not self.condition.edge_gates:
-            return self.edge_mask().expand(self.M, -1)
-        z = sample_hard_concrete(self._alpha(), u)
-        z = self.members.keep("edge_gates", z, lambda: torch.ones_like(z))
-        return z * self.edge_mask()
+            z = self.edge_mask().expand(self.M, -1)
+        else:
+            z = sample_hard_concrete(self._alpha(), u_edges)
+            z = self.members.keep("edge_gates", z, lambda: torch.ones_like(z))
+            z = z * self.edge_mask()
+        if self.condition.node_gated:
+            z = z * self.members.node_factor(self._own_nodes(sample_hard_concrete(self.node_alpha, u_nodes)))
+        return z
+
+    def node_inference_gates(self, estimator: str = "threshold") -> torch.Tensor:
+        """Deterministic node gates (M, n_nodes): 1 where a member gates no node (nor without N and I)."""
+        if not self.condition.node_gated:
+            return torch.ones(self.M, self.members.n_nodes, dtype=self.alpha.dtype, device=self.alpha.device)
+        return self._own_nodes(deterministic_gate(self.node_alpha, estimator))
 
     def inference_gates(self, estimator: str = "threshold") -> torch.Tensor:
         """Deterministic gates (M, n_edges) with FCs as they are now: z^ = 1[E[z~] > 1/2]
-        ("Training and inference"), or Eq. (louizos-test-estimator)."""
-        return deterministic_gate(self.alpha, estimator) * self.edge_mask()
+        ("Training and inference"), or Eq. (louizos-test-estimator); with N or I, times the
+        deterministic gates of each edge's nodes."""
+        z = deterministic_gate(self.alpha, estimator) * self.edge_mask()
+        if self.condition.node_gated:
+            z = z * self.members.node_factor(self.node_inference_gates(estimator))
+        return z
+
+    def expected_nodes(self) -> torch.Tensor:
+        """E[z~] per node (M, n_nodes), Eq. (expected-z); 1 where a member gates no node."""
+        if not self.condition.node_gated:
+            return torch.ones(self.M, self.members.n_nodes, dtype=self.alpha.dtype, device=self.alpha.device)
+        return self._own_nodes(expected_open(self.node_alpha))
 
     def expected_gates(self) -> torch.Tensor:
-        """E[z~] per edge (M, n_edges), Eq. (expected-z); 0 for edges that do not exist now."""
-        return expected_open(self._alpha()) * self.edge_mask()
+        """E[z~] per edge (M, n_edges), Eq. (expected-z); 0 for edges that do not exist now. With
+        N or I, the effective gate's: E[z_lij] E[z_src] E[z_dst] (the gates are independent)."""
+        z = expected_open(self._alpha()) * self.edge_mask()
+        if self.condition.node_gated:
+            z = z * self.members.node_factor(self.expected_nodes())
+        return z
 
     def split_edges(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """(M, n_edges) -> per stage (M, I_k, O_k)."""
@@ -208,7 +252,7 @@ class GatedKAN(nn.Module):
     def forward(self, x: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
         """x = x^(0) (M, B, n_0), egates z (M, n_edges) -> the outputs y^(k) of every exit (M, E, B, n_L).
 
-        Stage k is the gated layer of Eq. (gated-layer-update) (egates, no ngates) on x_cat^(k):
+        Stage k is the gated layer of Eq. (gated-layer-update) (the egates given, node gates folded in: GatedKAN.sample_gates) on x_cat^(k):
         its columns are the next trunk layer x^(k+1) and exit head k's output y^(k). Without F
         and X this is the composition of Eq. (kan-full-composition), with y^(L-1) the output."""
         outputs, trunk = [], [x]
@@ -228,7 +272,7 @@ class GatedKAN(nn.Module):
         x (M, B, n_0), u (M, n_noise): the step's uniforms, in the slots of
         ``members.noise_slots()`` -> (outputs (M, E, B, n_L), eta (M, L) or None without X)."""
         u = self.members.split_noise(u)
-        gates = self.sample_gates(u[draws.EGATE] if self.condition.edge_gates else None)
+        gates = self.sample_gates(u[draws.EGATE] if self.condition.edge_gates or self.condition.node_gated else None)
         return self(x, gates), self.exit_weights(u[draws.EXIT], tau)
 
     def stage_inputs(self, x: torch.Tensor, gates: torch.Tensor) -> list[torch.Tensor]:

@@ -19,11 +19,50 @@ COMPLEXITY_SCALES = ("mdl", "mdl_batch", "plain")
 @dataclass(frozen=True)
 class Costs:
     """Complexity costs c of Eq. (approx-model-complexity): per edge, per node, and the
-    exit-gate cost c^x of Eq. (reachability-mdl-compact). The paper fixes c = 1."""
+    exit-gate cost c^x of Eq. (reachability-mdl-compact). The paper fixes c = 1.
+
+    The complexity weights (issue #38) price parts of the model differently, as the paper's
+    "Learning objective" allows: an edge's c_lij is ``edge`` times its kind's factor
+    (``head`` for an exit head's column, the final layer's with X; ``trunk`` otherwise),
+    times ``forward`` if its source arrives through a forward connection, times
+    ``layers[l]`` for stage l, times ``inputs[i]`` if its source is input i. A node's c_lj
+    is ``node``; an input's (with input gates) is ``node * inputs[i]``. ``layers`` and
+    ``inputs`` are None for all ones, the paper's."""
 
     edge: float = 1.0
     node: float = 1.0
     exit: float = 1.0
+    trunk: float = 1.0
+    forward: float = 1.0
+    head: float = 1.0
+    layers: tuple[float, ...] | None = None
+    inputs: tuple[float, ...] | None = None
+
+    @property
+    def weighted(self) -> bool:
+        """Whether any edge's factor differs from 1 (else L_C takes the paper's plain sums)."""
+        return (self.trunk, self.forward, self.head) != (1.0, 1.0, 1.0) or any(v != 1.0 for v in (*(self.layers or ()), *(self.inputs or ())))
+
+
+def edge_weights(model: GatedKAN, costs: Costs) -> torch.Tensor:
+    """c_lij / ``costs.edge`` for every edge (M, n_edges), from the member layout: the kind's
+    factor (the final layer is a head with X, a trunk layer without, per member), the forward
+    connection's, the stage's and the source input's (Costs)."""
+    lay = model.members
+    head = lay.edge_head.unsqueeze(0).expand(model.M, -1)  # (M, n_edges)
+    if lay.mixed or not model.condition.exits:
+        final = (lay.edge_stage == model.L - 1).unsqueeze(0)
+        has_x = lay.has_exits.view(-1, 1) if lay.mixed else torch.zeros(1, 1, dtype=torch.bool, device=head.device)
+        head = torch.where(final & ~has_x, torch.zeros_like(head), head)
+    w = torch.where(head > 0, costs.head, costs.trunk) * torch.where(lay.fc_input > 0, costs.forward, 1.0)
+    if costs.layers is not None:
+        w = w * torch.tensor(costs.layers, dtype=w.dtype, device=w.device)[lay.edge_stage]
+    if costs.inputs is not None:
+        n0 = model.width[0]
+        per_node = torch.ones(lay.n_nodes + 1, dtype=w.dtype, device=w.device)
+        per_node[:n0] = torch.tensor(costs.inputs, dtype=w.dtype, device=w.device)
+        w = w * per_node[lay.edge_src]
+    return w
 
 
 def exit_mse(outputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -44,16 +83,28 @@ def data_loss(outputs: torch.Tensor, y: torch.Tensor, eta: torch.Tensor | None) 
 def layer_complexities(model: GatedKAN, costs: Costs = Costs()) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-layer trunk complexities C_l (M, L-1) and exit-head complexities C^h_l (M, E).
 
-    C_l = sum_j E[z_{l+1,j}] (c_{l+1,j} + sum_i E[z_lij] c_lij) with no ngates (E[z_node] = 1);
-    C^h_l = sum_ij E[z^h_lij] c^h_lij (heads have egates but no ngates). Without X the final
-    layer is an ordinary trunk layer and carries its output-node costs (z_Lj = 1).
+    C_l = sum_j E[z_{l+1,j}] (c_{l+1,j} + sum_i E[z_lij] c_lij), Eq. (approx-model-complexity);
+    without ngates E[z_{l+1,j}] = 1. C^h_l = sum_ij E[z^h_lij] c^h_lij (heads have egates but
+    no ngates). Without X the final layer is an ordinary trunk layer and carries its
+    output-node costs (z_Lj = 1). E[z_lij] is the edge's effective gate (GatedKAN.expected_gates):
+    with N or I it carries its source node's E[z] too, and its target's, so that
+    sum_j E[z_{l+1,j}] sum_i E[z_lij] c_lij is the sum over edges of c_lij times the
+    effective gate's E[z]. The per-edge costs c_lij are edge_weights' (Costs).
     """
-    ez = model.split_edges(model.expected_gates())  # per stage (M, I_k, O_k)
+    ez = model.expected_gates()  # (M, n_edges), effective gates
+    if costs.weighted:
+        ez = ez * edge_weights(model, costs)
+    ez = model.split_edges(ez)  # per stage (M, I_k, O_k)
+    nodes = model.expected_nodes() if model.condition.node_gates else None  # (M, n_nodes)
     trunk, heads = [], []
     for k, z in enumerate(ez):
         t = model.trunk_out[k]
         if t:
-            trunk.append(t * costs.node + costs.edge * z[..., :t].sum((-2, -1)))
+            node_term = t * costs.node
+            if nodes is not None:  # sum_j c_{l+1,j} E[z_{l+1,j}] over the units of x^(k+1)
+                first = sum(model.width[: k + 1])
+                node_term = costs.node * nodes[:, first : first + t].sum(-1)
+            trunk.append(node_term + costs.edge * z[..., :t].sum((-2, -1)))
         if model.head_out[k]:
             heads.append(costs.edge * z[..., t:].sum((-2, -1)))
     if not model.condition.exits:  # the final layer is trunk layer L-1, nodes included
@@ -61,6 +112,21 @@ def layer_complexities(model: GatedKAN, costs: Costs = Costs()) -> tuple[torch.T
     M = model.M
     as_tensor = lambda xs: torch.stack(xs, -1) if xs else model.alpha.new_zeros(M, 0)  # noqa: E731
     return as_tensor(trunk), as_tensor(heads)
+
+
+def input_complexity(model: GatedKAN, costs: Costs = Costs()) -> torch.Tensor:
+    """sum_i c_0i E[z_0i] (M,): the input nodes' term, with input gates (I) only (0 without).
+    Eq. (approx-model-complexity) sums node costs from layer 1 on; the inputs, gated, are
+    priced as the nodes of layer 0 are, and every inference path uses them, so the term
+    takes no exit probability."""
+    if not model.condition.input_gates:
+        return model.alpha.new_zeros(model.M)
+    n0 = model.width[0]
+    ez = model.expected_nodes()[:, :n0]  # (M, n_0)
+    if costs.inputs is not None:
+        ez = ez * torch.tensor(costs.inputs, dtype=ez.dtype, device=ez.device)
+    term = costs.node * ez.sum(-1)
+    return term * model.members.has_input_gates.to(term.dtype) if model.mixed else term
 
 
 def complexity(model: GatedKAN, costs: Costs = Costs(), exit_tau: float | torch.Tensor | None = None) -> torch.Tensor:
@@ -73,8 +139,13 @@ def complexity(model: GatedKAN, costs: Costs = Costs(), exit_tau: float | torch.
     plus the cost of the exit gate's L-1 free parameters. In a mixed pack each member gets
     its own condition's formula. ``exit_tau``: pi = softmax(logits / exit_tau), the
     tempered reading of train.exit_pi (default None: pi = softmax(logits), the "categorical
-    parameters" of "Training and inference").
+    parameters" of "Training and inference"). With input gates (I), plus input_complexity.
     """
+    lc = _complexity(model, costs, exit_tau)
+    return lc + input_complexity(model, costs) if model.condition.input_gates else lc
+
+
+def _complexity(model: GatedKAN, costs: Costs, exit_tau: float | torch.Tensor | None) -> torch.Tensor:
     trunk, heads = layer_complexities(model, costs)
     if not model.condition.exits:
         return trunk.sum(-1)

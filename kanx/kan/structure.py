@@ -1,7 +1,7 @@
 """Structure metrics of a discretized model: contributing edges and compositional depth.
 
 Paper, Methods "Evaluation measures": mask inactive edges (closed egates, unused exit
-heads); trace backward from the outputs to find connected edges; trace forward from the
+heads; with node or input gates, every edge of a closed node: GatedKAN.inference_gates); trace backward from the outputs to find connected edges; trace forward from the
 inputs along connected edges to find the input-to-output paths (their longest length is
 the compositional depth); connected edges off those paths are bias terms, merged into
 one per connected component. Contributing edges = path edges + bias components.
@@ -171,6 +171,18 @@ def edge_roles(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndar
     return EdgeRoles(path, bias, comp, len(set(labels)), depth, exit_k)
 
 
+def used_inputs(width: Sequence[int], forward: bool, roles: EdgeRoles) -> list[int]:
+    """The inputs a contributing edge leaves (in order): an input counts as used only then.
+    An edge out of an input that reaches an output is on a path, so the path edges say it."""
+    used = np.zeros(int(width[0]), dtype=bool)
+    for k, path in enumerate(roles.path):
+        rows = path.any(axis=1)  # (I_k,) stage k's inputs with a path edge
+        first = 0 if forward else sum(int(w) for w in width[:k])  # node id of stage k's row 0
+        ids = first + np.nonzero(rows)[0]
+        used[ids[ids < width[0]]] = True
+    return [int(i) for i in np.nonzero(used)[0]]
+
+
 def _components(edges: list[tuple[int, int]]) -> int:
     """Connected components of the graph formed by these edges (union-find)."""
     return len(set(_component_labels(edges)))
@@ -218,6 +230,11 @@ def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Struc
     end of training; deterministic gates; the argmax exit)."""
     masks, exits = _member_masks(model, estimator)
     return [trace(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.conditions)]
+
+
+def model_used_inputs(model: GatedKAN, estimator: str = "threshold") -> list[list[int]]:
+    """used_inputs() of every member, under the same conditions as model_structure()."""
+    return [used_inputs(model.width, c.forward, roles) for c, roles in zip(model.conditions, model_edge_roles(model, estimator), strict=True)]
 
 
 def model_edge_roles(model: GatedKAN, estimator: str = "threshold") -> list[EdgeRoles]:

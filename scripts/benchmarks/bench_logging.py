@@ -1,0 +1,122 @@
+"""What watching a pack costs: the packed epoch time with the training curves off (the
+reference), with their rows made but not written, with rows appended to every run's live
+metrics.csv (kanx.curves, the default), and with `logger=tensorboard` on top (kanx.loggers),
+each as a ratio to the reference timed in the same process. Nothing is written outside a
+temporary folder.
+
+    python scripts/benchmarks/bench_logging.py [--device cuda] [--cuda-graph] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
+        [--epochs 200] [--log-every 50] [--repeats 3]
+
+The pack is what `scripts/reproduce.py --group all` would train for these datasets and seeds
+(Nguyen F1 to F8, seeds 0 to 2, the eight conditions: 624 members). --log-every is the cadence
+(the default train.log_every of a 10,000-epoch run is 50); the modes take turns, --repeats
+times, and the median of each is reported. "per row" is the time of one logged epoch's
+Curves.add for the whole pack (timed directly: the end-to-end ratio is noisy on a shared
+machine), and "at cadence" that time spread over the cadence, against the reference epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
+
+MODES = ("reference", "rows", "live", "tensorboard")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--cuda-graph", action="store_true", help="train.cuda_graph=true (whole-epoch graphs; the host acts at the cadence only)")
+    ap.add_argument("--compile", action="store_true", help="train.compile=true (the default of a real run; its warm-up is left out of the timing)")
+    ap.add_argument("--datasets", nargs="+", default=[f"nguyen_f{i}" for i in range(1, 9)])
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help="default: all eight")
+    ap.add_argument("--epochs", type=int, default=200, help="epochs timed per mode and repeat")
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args(argv)
+    os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+    import kanx.curves
+    from kanx.loggers import LoggerConfig, open_logger
+    from kanx.plan import sweep_jobs
+    from kanx.runner import make_packs, pack_data, prepare_jobs
+    from kanx.trainer import Trainer, describe_device
+    from kanx.vocab import CONDITIONS, condition_option
+
+    conditions = a.conditions or [condition_option(c) for c in CONDITIONS]
+    device = torch.device(a.device)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_logging."))
+    extra = [f"results_root={tmp}", f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}",
+             f"seed={a.seeds}", f"train.epochs={a.epochs}", f"train.warmup={a.epochs // 4}", f"train.fc_warmup={a.epochs // 10}", "train.checkpoint_every=0"]
+    jobs = prepare_jobs([c for d in a.datasets for cond in conditions for c in sweep_jobs(d, cond, extra)])
+    pack = make_packs(jobs, len(jobs), "all")[0]
+    runs = [j.run for j in pack]
+    datasets, _, x, y = pack_data(runs)
+    print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} ({'+'.join(a.datasets)}, seeds {a.seeds}); "
+          f"{a.epochs} epochs a timing, a row every {a.log_every}; cuda_graph={a.cuda_graph} compile={a.compile}", flush=True)
+
+    append = kanx.curves._append
+
+    def timed(mode: str, i: int) -> tuple[float, list[float]]:
+        trainer = Trainer(runs, x, y, datasets[0].n_train, device)
+        dirs = [tmp / mode / str(i) / str(m) for m in range(len(pack))]
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        curves = None
+        if mode != "reference":
+            logger = open_logger(LoggerConfig(name="tensorboard" if mode == "tensorboard" else "none"), dirs, [{}] * len(dirs))
+            curves = kanx.curves.Curves(dirs, a.log_every, 0, logger)
+        kanx.curves._append = (lambda path, columns, row: list(row)) if mode == "rows" else append
+        adds: list[float] = []
+
+        def on_epoch(trainer, progress):
+            if trainer.epoch % a.log_every == 0 or trainer.epoch == a.epochs:
+                t0 = time.perf_counter()
+                curves.add(trainer, progress)
+                adds.append(time.perf_counter() - t0)
+
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        trainer.train(on_epoch if curves else None, host_every=(a.log_every,))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        if curves:
+            curves.close()
+        return seconds, adds
+
+    timed("reference", -1)  # warm-up: allocator, compile, graph capture
+    times, adds = {mode: [] for mode in MODES}, {mode: [] for mode in MODES}
+    for i in range(a.repeats):
+        for mode in MODES:
+            seconds, add = timed(mode, i)
+            times[mode].append(seconds)
+            adds[mode] += add
+    kanx.curves._append = append
+    ref = statistics.median(times["reference"])
+    rows_logged = a.epochs // a.log_every
+    print(f"{'mode':<12} {'s/epoch':>10} {'ratio':>7} {'per row (ms)':>13} {'at cadence':>11}")
+    for mode in MODES:
+        t = statistics.median(times[mode])
+        per_row = statistics.median(adds[mode]) if adds[mode] else 0.0
+        print(f"{mode:<12} {t / a.epochs:>10.5f} {t / ref:>7.3f} {per_row * 1e3:>13.2f} {1 + per_row / (a.log_every * ref / a.epochs):>11.4f}")
+    size = sum(p.stat().st_size for p in (tmp / "live" / "0").rglob("metrics.csv"))
+    print(f"live metrics.csv of the pack: {size / 1e3:.0f} kB after {rows_logged} rows a member")
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

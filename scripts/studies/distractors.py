@@ -1,0 +1,109 @@
+"""Variable selection with a known answer (issue #38): Nguyen F9 and F10 with k distractor
+inputs (independent uniform noise on the true inputs' range, `dataset.distractors=k`), trained
+with input gates (EFXI) and without (EFX); how often exactly the true inputs x, y are kept,
+per beta, and at what test RMSE and size.
+
+    python scripts/studies/distractors.py run   [--k 3] [--seeds 10] [--root results/studies/distractors] [--quick] [OVERRIDE ...]
+    python scripts/studies/distractors.py table [--k 3] [--root results/studies/distractors]
+
+`run` trains the sweeps (`python -m kanx.train +condition=C dataset=D +dataset.distractors=k
+model.width=[2+k,5,5,5,1] -m`, the dataset's beta list and protocol, seeds 0..N-1) in one plan
+(kanx.plan: packs cut across the sweeps); `--quick` adds `+debug=quick` (20 epochs, a smoke
+test), and further overrides (`train.epochs=50`, `beta=0.01`) go to every sweep. A finished run
+is skipped, so `run` resumes. `table` reads the finished records under the root: the inputs a
+run keeps are its record's `selected_inputs` with I, and for a run without I the inputs a
+contributing edge leaves, read from its model.pt the same way (kanx.kan.structure.used_inputs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from statistics import median
+
+from kanx import vocab
+from kanx.kan.structure import model_used_inputs
+from kanx.load import load_run
+
+DATASETS = ("nguyen_f9", "nguyen_f10")
+CONDITIONS = ("EFX", "EFXI")
+TRUE_INPUTS = frozenset({"x", "y"})  # both problems' variables (kanx.data.synthetic)
+
+
+def sweep_overrides(k: int, root: Path, seeds: int, quick: bool, extra: list[str]) -> list[str]:
+    """The overrides of every sweep of the study: k distractors, the width they need, the root."""
+    return [f"+dataset.distractors={k}", f"model.width=[{2 + k},5,5,5,1]", f"results_root={root}",
+            f"seed=range(0,{seeds})", *(["+debug=quick"] if quick else []), *extra]
+
+
+def run(k: int, root: Path, seeds: int, quick: bool, extra: list[str]) -> int:
+    from kanx.plan import run_plan, sweep_jobs
+
+    configs = [job for d in DATASETS for c in CONDITIONS for job in sweep_jobs(d, c, sweep_overrides(k, root, seeds, quick, extra))]
+    return run_plan(configs)
+
+
+def kept_inputs(run_dir: Path, record: dict) -> list[str]:
+    """The names of the inputs a contributing edge leaves: the record's with I, else model.pt's."""
+    held = record.get("metrics", {}).get(vocab.RECORD_SELECTED_INPUTS)
+    if held is not None:
+        return list(held)
+    trained = load_run(run_dir)
+    (used,) = model_used_inputs(trained.model, trained.gate_estimator)
+    return [trained.input_names[i] for i in used]
+
+
+def finished(root: Path, k: int):
+    """(run_dir, record) of every finished run of the study under root with k distractors."""
+    for path in sorted(root.rglob(vocab.RECORD)):
+        if not (path.parent / vocab.DONE).exists():
+            continue
+        record = json.loads(path.read_text())
+        dataset = record.get("config", {}).get("dataset", {})
+        if record.get("dataset") in DATASETS and dataset.get("distractors", 0) == k and record.get("status") in vocab.USABLE_STATUSES:
+            yield path.parent, record
+
+
+def table(root: Path, k: int) -> str:
+    """The recovery table: per dataset, condition and beta, the runs, the share keeping exactly
+    x and y, and the median test RMSE and contributing edges (markdown)."""
+    cells: dict[tuple, list] = defaultdict(list)
+    for run_dir, record in finished(root, k):
+        kept = frozenset(kept_inputs(run_dir, record))
+        m = record["metrics"]
+        cells[(record["dataset"], record["condition"], record["beta"])].append((kept == TRUE_INPUTS, m["test_rmse"], m["contributing_edges"], kept))
+    lines = [f"Distractor study: k = {k} distractor inputs (root {root})", "",
+             "| dataset | condition | beta | runs | exactly x, y kept | median test RMSE | median edges | distractors kept (mean) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for (dataset, condition, beta), runs in sorted(cells.items(), key=lambda kv: (DATASETS.index(kv[0][0]), CONDITIONS.index(kv[0][1]) if kv[0][1] in CONDITIONS else 99, kv[0][2])):
+        exact = sum(r[0] for r in runs)
+        noise = sum(len(r[3] - TRUE_INPUTS) for r in runs) / len(runs)
+        lines.append(f"| {dataset} | {condition} | {beta:g} | {len(runs)} | {exact}/{len(runs)} ({exact / len(runs):.0%}) | "
+                     f"{median(r[1] for r in runs):.4g} | {median(r[2] for r in runs):g} | {noise:.2f} |")
+    if not cells:
+        lines.append("| (no finished runs) | | | | | | | |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=("run", "table"))
+    p.add_argument("--k", type=int, default=3, help="distractor inputs (default 3)")
+    p.add_argument("--root", type=Path, default=Path("results/studies/distractors"), help="results root of the study")
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    p.add_argument("--quick", action="store_true", help="+debug=quick: a 20-epoch smoke test")
+    p.add_argument("overrides", nargs="*", help="more Hydra overrides for every sweep")
+    a = p.parse_intermixed_args(argv)
+    if a.command == "run":
+        failed = run(a.k, a.root, a.seeds, a.quick, a.overrides)
+        print(table(a.root, a.k))
+        return 1 if failed else 0
+    print(table(a.root, a.k))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
