@@ -19,7 +19,7 @@ OVERRIDES ?=
 GROUP    ?=
 PACK_SIZE ?=
 
-.PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
+.PHONY: help install run formula test test-full test-processes test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
@@ -45,6 +45,9 @@ test: install ## Fast test suite, in-process (includes one small real sweep thro
 
 test-full: install ## Every test: the fast ones, those that start processes or build the wheel, the offline GPU job's dry runs (not the SLURM ones)
 	$(PY) -m pytest -m "not slurm"
+
+test-processes: install ## The slow tier without the longest (what CI runs after make test): the CLI, scripts and long trainings
+	$(PY) -m pytest -m "slow and not long"
 
 test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and the benchmark on the GPU
 	$(PY) -m pytest tests/test_cuda.py -rs

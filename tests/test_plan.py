@@ -64,6 +64,7 @@ def test_a_resumed_pack_runs_before_a_new_one_of_its_worker():
     assert assign([new, resumed], 1) == [[resumed, new]]
 
 
+@pytest.mark.long
 @pytest.mark.slow  # two 1,500-epoch runs; tests/test_faults.py covers SIGTERM in the fast suite
 def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     import signal
