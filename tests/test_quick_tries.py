@@ -66,6 +66,7 @@ def test_a_sweep_over_conditions_refused_for_bad_input_leaves_no_log_behind(tmp_
     assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
 
 
+@pytest.mark.slow  # two CLI sweeps
 def test_a_packed_sweep_writes_each_runs_hydra_folder_as_the_basic_launcher_does(tmp_path):
     """Every run folder of a packed -m sweep holds .hydra/ (config.yaml, hydra.yaml, overrides.yaml),
     the files Hydra's basic launcher writes for the same run, alike but for what the two commands
