@@ -19,7 +19,7 @@ OVERRIDES ?=
 GROUP    ?=
 PACK_SIZE ?=
 
-.PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
+.PHONY: help install run formula test test-full test-processes test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
@@ -31,7 +31,7 @@ $(PY):
 
 install: $(PY) ## Create .venv and install kanx (CPU torch==$(TORCH_VERSION) if torch is absent)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==$(TORCH_VERSION) $(TORCH_PIP_ARGS)
-	@$(PY) -c "import kanx, hydra, pymoo, submitit, setuptools_scm, tensorboard" 2>/dev/null && $(PY) -m pip show -q kanx >/dev/null 2>&1 || $(PY) -m pip install -q -e '.[test]'
+	@$(PY) -c "import kanx, hydra, pymoo, submitit, setuptools_scm, mypy, tensorboard" 2>/dev/null && $(PY) -m pip show -q kanx >/dev/null 2>&1 || $(PY) -m pip install -q -e '.[test]'
 
 run: install ## Train the embedded default (z = sin(x + y^2), EFX, the paper's Fig. 1) end to end
 	$(PY) -m kanx.train +condition=EFX
@@ -40,11 +40,14 @@ run: install ## Train the embedded default (z = sin(x + y^2), EFX, the paper's F
 formula: install ## Symbolic formula of the default run (after make run): formula.json/.tex/.png in its folder
 	$(PY) -m kanx.formula outputs/sin_xy2/EFX/default/beta=0.2,seed=0
 
-test: install ## Fast test suite (includes one small real sweep through the CLI)
+test: install ## Fast test suite, in-process (includes one small real sweep through the CLI)
 	$(PY) -m pytest
 
-test-full: install ## Every test, the slow ones and the offline GPU job's dry runs included (not the SLURM ones)
+test-full: install ## Every test: the fast ones, those that start processes or build the wheel, the offline GPU job's dry runs (not the SLURM ones)
 	$(PY) -m pytest -m "not slurm"
+
+test-processes: install ## The slow tier without the longest (what CI runs after make test): the CLI, scripts and long trainings
+	$(PY) -m pytest -m "slow and not long"
 
 test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and the benchmark on the GPU
 	$(PY) -m pytest tests/test_cuda.py -rs
@@ -54,8 +57,9 @@ test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and t
 test-slurm: install ## Tests against a real local SLURM cluster (root; ../shared/slurm)
 	$(PY) -m pytest -m slurm -rs
 
-lint: install ## ruff
+lint: install ## ruff (pyproject.toml [tool.ruff]), mypy over kanx/ ([tool.mypy]); the import contracts are tests/test_imports.py
 	$(VENV)/bin/ruff check kanx hydra_plugins tests scripts
+	$(VENV)/bin/mypy
 
 reproduce-tables: install ## Paper sweeps + analysis: [SCALE=full|smoke] [DATASETS="concrete ..."] [RESULTS=dir] [LAUNCHER=packed|basic|slurm] [JOBS=n] [GROUP=auto|all|condition|sweep] [PACK_SIZE=n]
 	$(PY) -m kanx.reproduce --scale $(SCALE) --launcher $(LAUNCHER) --jobs $(or $(JOBS),$(if $(filter smoke,$(SCALE)),2,1)) $(if $(GROUP),--group $(GROUP)) \
@@ -78,5 +82,5 @@ bench-paper: install ## Whole-paper cost estimate on this device: mixed packs vs
 	$(PY) scripts/benchmarks/bench_paper.py --device $(or $(DEVICE),cpu) $(if $(PACK_SIZE),--pack-size $(PACK_SIZE))
 
 clean: ## Remove caches (keeps .venv and outputs/)
-	rm -rf .pytest_cache .ruff_cache build *.egg-info
+	rm -rf .pytest_cache .ruff_cache .mypy_cache build *.egg-info
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

@@ -25,7 +25,7 @@ class StorageError(OSError):
               errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
 
     def __str__(self) -> str:
-        cause = self.CAUSES.get(self.errno)
+        cause = self.CAUSES.get(self.errno) if self.errno is not None else None
         return f"cannot write {self.filename}: " + (f"{cause} ({self.strerror})" if cause else str(self.strerror))
 
 

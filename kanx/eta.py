@@ -22,7 +22,8 @@ LEFT = ("failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missi
 
 def _rate(records: Iterable[dict]) -> float | None:
     """The median pack step rate of finished runs (timing.steps_per_s), None without one."""
-    rates = [r["timing"]["steps_per_s"] for r in records if isinstance((r.get("timing") or {}).get("steps_per_s"), int | float) and r["timing"]["steps_per_s"] > 0]
+    rates = [r["timing"]["steps_per_s"] for r in records
+             if isinstance((r.get("timing") or {}).get("steps_per_s"), int | float) and r["timing"]["steps_per_s"] > 0]
     return statistics.median(rates) if rates else None
 
 
@@ -48,7 +49,8 @@ def eta_seconds(runs: list, protocol: tuple[int, int, int] | None, rate: float |
     epochs, batches, pack_size = protocol
     starts: dict[int, int] = {}
     for r in left:
-        start = r.epoch if r.state in ("checkpointed", "running", "corrupt") and r.epoch is not None else 0  # the runner resumes a corrupt run from its checkpoint
+        # the runner resumes a corrupt run from its checkpoint
+        start = r.epoch if r.state in ("checkpointed", "running", "corrupt") and r.epoch is not None else 0
         starts[start] = starts.get(start, 0) + 1
     steps = sum(math.ceil(n / pack_size) * max(epochs - e, 0) * batches for e, n in starts.items())
     return steps / rate

@@ -130,7 +130,8 @@ def load_run(run_dir: str | Path) -> TrainedRun:
                                 "train the run again here with overwrite=true to get them")
     saved = read_model_file(run_dir / records.MODEL)
     model = model_from_file(saved)
-    return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"], saved["input_names"], saved["output_names"], run_dir)
+    return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"], saved["input_names"],
+                      saved["output_names"], run_dir)
 
 
 def rebuild_dataset(run: TrainedRun):

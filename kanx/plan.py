@@ -145,7 +145,8 @@ def shortest_first(packs: Sequence) -> list:
     return sorted(packs, key=pack_cost)
 
 
-def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP, pack_size: int | None = None, workers: int = 1, plan_dir: Path | None = None) -> int:
+def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP, pack_size: int | None = None, workers: int = 1,
+             plan_dir: Path | None = None) -> int:
     """Check every job, skip finished ones, cut packs across all of them and train them,
     in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
     the number of packs that failed (their runs hold `failed` records)."""
@@ -157,7 +158,8 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP,
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
     write_manifests(jobs)  # before any training: kanx.status counts what was launched
-    print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) (group={group_label(group, todo)})", flush=True)
+    print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) "
+          f"(group={group_label(group, todo)})", flush=True)
     if not packs:
         return 0
     if workers <= 1:

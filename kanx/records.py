@@ -210,7 +210,7 @@ def seal_legacy(root: Path) -> tuple[list[Path], list[Path]]:
     return sealed, left
 
 
-def compress_curves(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+def compress_curves(root: Path) -> tuple[list[Path], list[tuple[Path, str]], list[Path]]:
     """Store the curves of the finished runs below ``root`` compressed, as runs now finish
     (``python -m kanx.records compress-curves ROOT``): each run with a done marker and a plain
     metrics.csv gets metrics.csv.gz, its marker the new file's checksum in place of the old one,
@@ -284,10 +284,10 @@ def main(argv=None) -> int:
         for run_dir, why in left:
             print(f"  {run_dir}: {why}")
         return 1 if left else 0
-    sealed, left = seal_legacy(a.root)
+    sealed, not_json = seal_legacy(a.root)
     with_model = sum(MODEL in json.loads((d / DONE).read_text())["sha256"] for d in sealed)
     print(f"sealed {len(sealed)} record(s) with an empty done marker under {a.root} ({with_model} with model.pt)"
-          + (f"; left {len(left)} whose record.json is not a JSON record, e.g. {left[0]}" if left else ""))
+          + (f"; left {len(not_json)} whose record.json is not a JSON record, e.g. {not_json[0]}" if not_json else ""))
     return 0
 
 
@@ -445,7 +445,8 @@ def versions() -> dict:
 
     import kanx
 
-    return {"kanx": kanx.__version__, "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__, "platform": platform.platform()}
+    return {"kanx": kanx.__version__, "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
+            "platform": platform.platform()}
 
 
 @cache

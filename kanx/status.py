@@ -397,7 +397,8 @@ def format_table(sweeps: list[Sweep]) -> str:
         notes.append("corrupt: a record not trusted (unreadable, or changed since its done marker), trained again; "
                      "bad checkpoint: one that cannot be loaded, the run starts again (--runs says why)")
     if unknown:
-        notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s) nor a running process whose checkpoints say its pace")
+        notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s) "
+                     "nor a running process whose checkpoints say its pace")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(v.ljust(w) if i in (0, len(header) - 1) else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()  # noqa: E731
     return "\n".join([line(header), *(line(r) for r in rows[:-1]), "-" * len(line(header)), line(rows[-1]), "", *notes])

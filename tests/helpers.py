@@ -1,7 +1,7 @@
 """What several test modules share: the checkout's root, toy data, training a pack or a
 run, running the CLI, reading records, composing configs. Plain functions, imported as
-`from helpers import ...` (pytest puts tests/ on the path); the fixtures built on them stay
-in the test module that uses them."""
+`from helpers import ...` (pytest puts tests/ on the path); the fixtures that several modules
+use are in conftest.py, the others stay in the test module that uses them."""
 
 import json
 import os
@@ -38,6 +38,18 @@ def trained(runs, x, y, device=None, epochs=None) -> Trainer:
         while pack.epoch < epochs:
             pack.run_epoch()
     return pack
+
+
+def graphed(runs):
+    """These runs' configs with train.cuda_graph on."""
+    from dataclasses import replace
+
+    return [replace(r, train=replace(r.train, cuda_graph=True)) for r in runs]
+
+
+def flat_edge(model, k, i, o) -> int:
+    """The flat index of edge (layer k, input i, output o) in ``model``'s edge order."""
+    return sum(a * b for a, b in model.edge_shapes[:k]) + i * model.edge_shapes[k][1] + o
 
 
 def wait_for(root: Path, pattern: str, timeout: float = 120.0) -> Path:
@@ -105,19 +117,3 @@ def run_until_interrupted(configs, epoch: int, monkeypatch, checkpoint_every: in
         patch.setattr(Trainer, "run_epoch", interrupted)
         with pytest.raises(KeyboardInterrupt):
             run_jobs(configs, **run_kw)
-
-
-def offline_data(monkeypatch, cache: Path) -> None:
-    """Real-data lookups that read neither the user's KANX_DATA_DIR nor their cache (``cache``
-    stands in), and never touch the network."""
-    from urllib.error import URLError
-
-    from kanx.data import tabular
-
-    monkeypatch.delenv("KANX_DATA_DIR", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
-
-    def no_network(url, timeout=None):
-        raise URLError("network disabled in tests")
-
-    monkeypatch.setattr(tabular, "urlopen", no_network)

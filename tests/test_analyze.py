@@ -475,6 +475,7 @@ def test_report_lists_every_condition_per_dataset_and_marks_missing():
     assert "- `f00dfeed`: 122 runs" in report and "- `c0ffee00`: 42 runs" in report
 
 
+@pytest.mark.slow
 def test_cli_writes_report_with_working_links(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
@@ -498,6 +499,7 @@ def test_cli_rejects_an_empty_root(tmp_path, capsys):
     assert "no completed record.json" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_analysis_imports_no_torch_hydra_or_omegaconf():
     code = "import sys, kanx.analyze.__main__; print(sorted({'torch', 'hydra', 'omegaconf'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -613,5 +615,6 @@ def test_latex_tables_escape_a_users_dataset_name(tmp_path):
     art = build_artifacts(load_runs(tmp_path), formats=())
     hv = art.texts["tables/hypervolume.tex"]
     assert r"my\_data" in hv and "my_data &" not in hv.replace("% ", "%")
-    assert r"\%" in latex_escape("5%") and latex_escape(r"a_b&c$d#e{f}~^\\") == r"a\_b\&c\$d\#e\{f\}\textasciitilde{}\textasciicircum{}\textbackslash{}\textbackslash{}"
+    assert r"\%" in latex_escape("5%")
+    assert latex_escape(r"a_b&c$d#e{f}~^\\") == r"a\_b\&c\$d\#e\{f\}\textasciitilde{}\textasciicircum{}\textbackslash{}\textbackslash{}"
     assert family_label("sin_xy2", latex=True) == r"$\sin(x+y^2)$"  # the shipped names stay written LaTeX

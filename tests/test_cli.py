@@ -37,6 +37,7 @@ def test_small_real_sweep_through_the_cli(tmp_path):
     assert stamps == {f: f.stat().st_mtime_ns for f in tmp_path.rglob("record.json")}
 
 
+@pytest.mark.slow
 def test_a_sweep_over_conditions_leaves_no_folder_for_the_default_condition(tmp_path):
     """Hydra writes multirun.yaml into the primary config's sweep folder, which is Baseline's
     when +condition is swept: no run lands there, so no empty Baseline sweep is left."""
@@ -54,6 +55,7 @@ def test_baseline_and_f_sweep_seeds_only():
     assert composed("+condition=EFX").condition.name == "EFX"
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_with_one_valid_record_per_run(tmp_path):
     args = ["+condition=E", f"results_root={tmp_path}", "train.epochs=40", "train.warmup=1", "beta=0.0,0.1", "seed=0,1,2", "train.pack_size=1", *TOY, "-m"]
     proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -71,6 +73,7 @@ def test_a_killed_sweep_resumes_with_one_valid_record_per_run(tmp_path):
     assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob("checkpoint.pt"))
 
 
+@pytest.mark.slow
 def test_resuming_from_a_checkpoint_gives_the_same_numbers(tmp_path):
     common = ["+condition=EFX", "train.epochs=30", "train.warmup=4", "train.fc_warmup=2", "train.checkpoint_every=2", "beta=0.05", "seed=3", *TOY]
     cli(*common, f"results_root={tmp_path / 'straight'}")
@@ -156,6 +159,7 @@ def test_a_corrupt_data_file_fails_with_its_name(tmp_path):
     (["train.epochs=-1"], "kanx: error: train.epochs=-1 must be >= 1"),
     (["+condition=E", "seed=range(0,0)", "-m"], "kanx: error: the sweep has no jobs"),
 ])
+@pytest.mark.slow
 def test_the_cli_reports_bad_input_in_one_line(tmp_path, args, message):
     p = cli(f"results_root={tmp_path}", *args, check=False)
     assert p.returncode != 0
@@ -163,6 +167,7 @@ def test_the_cli_reports_bad_input_in_one_line(tmp_path, args, message):
     assert not list(tmp_path.rglob("record.json"))
 
 
+@pytest.mark.slow
 def test_packed_and_unpacked_runs_give_the_same_metrics(tmp_path):
     args = ["+condition=EFX", "train.epochs=6", "train.warmup=2", "train.fc_warmup=1", "beta=0.0,0.2", "seed=0,1", *TOY]
     cli(*args, f"results_root={tmp_path / 'packed'}", "-m")

@@ -40,6 +40,7 @@ def test_loader_builds_a_csv_table_under_its_own_name(tmp_path):
         load_dataset("mydata", data_seed=0, loader="nope")
 
 
+@pytest.mark.slow
 def test_two_csv_files_in_one_root_are_two_datasets(tmp_path):
     first = write_table(tmp_path / "data" / "first.csv", 0)  # named by its stem
     other = write_table(tmp_path / "elsewhere" / "other.csv", 1)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from helpers import TOY, cli, records, toy_data, trained
+from helpers import TOY, cli, graphed, records, toy_data, trained
 from test_trainer import make_runs
 
 from kanx.trainer import Trainer
@@ -75,12 +75,6 @@ def test_a_cli_sweep_on_cuda_matches_the_cpu_sweep(tmp_path):
 
 
 # ------------------------------------------------------------------ CUDA graphs (train.cuda_graph)
-
-
-def graphed(runs):
-    from dataclasses import replace
-
-    return [replace(r, train=replace(r.train, cuda_graph=True)) for r in runs]
 
 
 @pytest.mark.parametrize("condition", ["Baseline", "EFX", "mixed"])

@@ -62,6 +62,7 @@ def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(resumed.drop(columns="elapsed_s"), straight.drop(columns="elapsed_s"))
 
 
+@pytest.mark.slow  # trains long (make test-full)
 def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     """`python -m kanx.analyze ROOT --curves` on a tiny sweep: a PNG per (dataset, condition,
     beta) cell with its seeds overlaid (`--curves all`: and one per run), each linked from
@@ -87,7 +88,8 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
 
     figures = curve_figures(load_runs(tmp_path), tmp_path, per_run=True)
     titles = {(c.condition, c.seed): [ax.get_title() for ax in c.figure.axes if ax.get_visible()] for c in figures}
-    assert titles[("EFX", None)] == titles[("EFX", 0)] == ["training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
+    assert titles[("EFX", None)] == titles[("EFX", 0)] == [
+        "training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
     assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
     assert beta_onset(read_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
     assert beta_onset(read_history(configs[-1][1])) is None  # Baseline: beta stays 0
@@ -221,7 +223,8 @@ def test_compress_curves_converts_finished_runs_once_and_leaves_those_its_marker
     changed = legacy_run(tmp_path, "changed")
     (changed / "metrics.csv").write_text("epoch,loss\n2,1.0\n")  # cut short since sealed
     unlisted = legacy_run(tmp_path, "unlisted")
-    (unlisted / "done").write_text(json.dumps({"sha256": {k: v for k, v in json.loads((unlisted / "done").read_text())["sha256"].items() if k != "metrics.csv"}}))
+    sums = json.loads((unlisted / "done").read_text())["sha256"]
+    (unlisted / "done").write_text(json.dumps({"sha256": {k: v for k, v in sums.items() if k != "metrics.csv"}}))
     training = tmp_path / "training"
     training.mkdir()
     (training / "metrics.csv").write_text("epoch,loss\n2,1.0\n")

@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import offline_data
 
 from kanx.data import DATASETS, dynamics, evaluate_members, fit_scaling, load_dataset, stack_scalings, tabular
 from kanx.errors import ConfigError, DataError
 
+# No test reads the user's KANX_DATA_DIR or cache, or touches the network (conftest.py).
+pytestmark = pytest.mark.usefixtures("offline")
 SHARED_DATA = Path(__file__).parents[1].parent / "shared" / "data"  # ../shared/data beside the repo
 needs_shared = pytest.mark.skipif(
     not (SHARED_DATA / "concrete.csv").is_file() or not (SHARED_DATA / "superconductor.csv").is_file(),
@@ -37,12 +38,6 @@ SIZES = {
 }
 GENERATED = [n for n in SIZES if n not in ("concrete", "superconductor")]
 REAL = [pytest.param(n, marks=needs_shared) for n in ("concrete", "superconductor")]
-
-
-@pytest.fixture(autouse=True)
-def _offline_and_isolated(monkeypatch, tmp_path):
-    """No test reads the user's KANX_DATA_DIR or cache, or touches the network."""
-    offline_data(monkeypatch, tmp_path / "cache")
 
 
 def load(name: str, seed: int = 0, **options):

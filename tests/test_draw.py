@@ -15,7 +15,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 import torch
-from helpers import ROOT, TOY, train_run
+from helpers import ROOT, TOY, flat_edge, train_run
 
 import kanx
 from kanx import draw
@@ -46,7 +46,7 @@ def runs(tmp_path_factory):
              (2, 3, 0), (1, 3, 0),  # h1_1 has no open input: h1_1 -> out and h1_1 -> h2_0 are one bias term
              (0, 1, 2)}  # y -> exit 0's head: open, but exit 0 is not selected
     for k, i, o in open_:
-        alpha[_flat(run.model, k, i, o)] = 10.0
+        alpha[flat_edge(run.model, k, i, o)] = 10.0
     saved["model"]["alpha"] = alpha
     saved["model"]["exit_logits"] = torch.tensor([-5.0, -5.0, 5.0])  # the final exit
     torch.save(saved, hand / "model.pt")
@@ -69,10 +69,6 @@ def test_edge_roles_agree_with_trace(condition):
                     assert sum(int(a.sum()) for a in r.path) == s.path_edges
                     for m, a, b, c in zip(masks, r.path, r.bias, r.bias_component, strict=True):
                         assert not (a & b).any() and not ((a | b) & ~m).any() and ((c >= 0) == b).all()
-
-
-def _flat(model, k, i, o) -> int:
-    return sum(a * b for a, b in model.edge_shapes[:k]) + i * model.edge_shapes[k][1] + o
 
 
 def _drawn_gids(fig) -> tuple[set, set]:
@@ -121,7 +117,7 @@ def test_roles_match_what_each_edge_does_to_the_output(runs, name):
         base = model(x, gates)[0, exit_index]
         for e in d.edges:
             g = gates.clone()
-            g[0, _flat(model, e.stage, e.i, e.o)] = 0.0
+            g[0, flat_edge(model, e.stage, e.i, e.o)] = 0.0
             change = (model(x, g)[0, exit_index] - base).abs().max()
             lo, hi = d.node_ranges[e.src]
             if e.role == "hidden":
@@ -176,6 +172,7 @@ def test_falls_back_to_the_grid_range_without_data(runs):
     assert d.node_ranges[("x", 0, 0)] == pytest.approx(tuple(run.model.stages[0].grid[0, 0, [3, -4]].tolist()))
 
 
+@pytest.mark.slow
 def test_cli_writes_every_format_and_prints_the_paths(runs, tmp_path, capsys):
     p = subprocess.run([sys.executable, "-m", "kanx.draw", str(runs["EFX"]), "--out", str(tmp_path / "fig")],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -2,18 +2,13 @@
 run eagerly on the same buffers the CUDA graph replays, in the same chunks; tests/test_cuda.py
 checks the replay itself on a GPU."""
 
-from dataclasses import replace
-
+import pytest
 import torch
-from helpers import toy_data
+from helpers import graphed, toy_data
 from helpers import trained as train_pack
 from test_mixed_packs import mixed_runs
 
 from kanx.trainer import Trainer
-
-
-def graphed(runs):
-    return [replace(r, train=replace(r.train, cuda_graph=True)) for r in runs]
 
 
 def assert_close(a: Trainer, b: Trainer) -> None:
@@ -24,6 +19,7 @@ def assert_close(a: Trainer, b: Trainer) -> None:
             assert torch.allclose(sa[name], sb[name], rtol=1e-5, atol=1e-6, equal_nan=True), (m, name, (sa[name] - sb[name]).abs().max())
 
 
+@pytest.mark.slow  # trains long (make test-full)
 def test_epoch_graphs_follow_the_ordinary_epochs_in_a_mixed_pack():
     # 6 epochs of 4 steps: FC switch, beta onset, grid updates; a partial last batch (N = 120).
     runs = mixed_runs()
@@ -33,6 +29,7 @@ def test_epoch_graphs_follow_the_ordinary_epochs_in_a_mixed_pack():
     assert_close(static, plain)
 
 
+@pytest.mark.slow  # trains long (make test-full)
 def test_chunks_report_every_epoch_and_end_where_the_caller_reads_the_model():
     runs = graphed(mixed_runs())
     x, y = toy_data(len(runs), N=120)

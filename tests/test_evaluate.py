@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from helpers import TOY, train_run
 
 from kanx import records
@@ -44,6 +45,7 @@ def test_a_record_that_disagrees_with_its_weights_is_reported_and_fails(tmp_path
     assert json.loads((run_dir / records.RECORD).read_text()) == record  # nothing it holds is changed
 
 
+@pytest.mark.slow  # trains long (make test-full)
 def test_runs_of_a_mixed_pack_score_alone_as_their_records_say(tmp_path, capsys):
     """The record's metrics come from model.pt scored alone, so neither the pack's make-up
     (here three conditions, the pack's superset layout) nor its size changes them."""

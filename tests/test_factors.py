@@ -266,6 +266,7 @@ def test_the_distractors_option_leaves_the_data_hash_of_every_committed_record()
     from kanx.data import data_hash, load_dataset
 
     # data_hash of nguyen_f1 and nguyen_f9, data seed 0, at the commit before issue #38
-    assert [data_hash(load_dataset(n, data_seed=0)) for n in ("nguyen_f1", "nguyen_f9", "sin_xy2")] == ["b86c25b8d54c5d83", "96f33c2c2efdb121", "5176a1fe8d1afbc0"]
+    hashes = [data_hash(load_dataset(n, data_seed=0)) for n in ("nguyen_f1", "nguyen_f9", "sin_xy2")]
+    assert hashes == ["b86c25b8d54c5d83", "96f33c2c2efdb121", "5176a1fe8d1afbc0"]
     assert data_hash(load_dataset("nguyen_f1", data_seed=0)) == data_hash(load_dataset("nguyen_f1", data_seed=0, distractors=0))
     assert data_hash(load_dataset("nguyen_f9", data_seed=0)) != data_hash(load_dataset("nguyen_f9", data_seed=0, distractors=3))

@@ -42,11 +42,8 @@ def plant(path: Path, marker: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    root = tmp_path_factory.mktemp("faults")
-    cli("+condition=EFX", f"results_root={root}", *ARGS)
-    (run_dir,) = [p.parent for p in root.rglob("record.json")]
-    return run_dir
+def finished(finished_efx):
+    return finished_efx
 
 
 def test_a_planted_model_pickle_is_refused_not_run(finished, tmp_path):
@@ -57,6 +54,7 @@ def test_a_planted_model_pickle_is_refused_not_run(finished, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_planted_checkpoint_pickle_is_not_run_and_the_run_starts_again(tmp_path):
     from kanx.plan import sweep_jobs
 
@@ -82,6 +80,7 @@ def test_model_files_hold_plain_data_and_a_truncated_one_is_named(finished, tmp_
         kanx.load_run(run_dir)
 
 
+@pytest.mark.slow
 def test_a_failed_pack_is_recorded_and_the_sweep_exits_nonzero(tmp_path):
     """A pack that raises mid-training (here: a planted error in the trainer, standing for an
     out-of-memory or a device fault) writes `failed` records and the sweep exits 1."""
@@ -92,7 +91,8 @@ def test_a_failed_pack_is_recorded_and_the_sweep_exits_nonzero(tmp_path):
             "def boom(self): raise RuntimeError('planted fault')\n"
             "t.Trainer.run_epoch = boom\n"
             "import runpy\n"
-            f"sys.argv = ['kanx.train', '+condition=E', 'results_root={tmp_path}', 'seed=0,1', " + ", ".join(repr(a) for a in ARGS if a != "seed=0") + ", '-m']\n"
+            f"sys.argv = ['kanx.train', '+condition=E', 'results_root={tmp_path}', 'seed=0,1', "
+            + ", ".join(repr(a) for a in ARGS if a != "seed=0") + ", '-m']\n"
             "runpy.run_module('kanx.train', run_name='__main__', alter_sys=True)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 1, p.stderr[-2000:]
@@ -101,6 +101,7 @@ def test_a_failed_pack_is_recorded_and_the_sweep_exits_nonzero(tmp_path):
     assert [r["status"] for r in recs] == ["failed", "failed"] and "planted fault" in recs[0]["error"]
 
 
+@pytest.mark.slow
 def test_bad_numbers_and_devices_stop_before_compute(tmp_path):
     import torch
 
@@ -114,6 +115,7 @@ def test_bad_numbers_and_devices_stop_before_compute(tmp_path):
     assert not list(tmp_path.rglob("record.json"))
 
 
+@pytest.mark.slow
 def test_two_identical_sweeps_at_once_train_each_run_once(tmp_path):
     import os
     import subprocess
@@ -168,6 +170,7 @@ def test_an_old_format_model_loads_without_unpickling_anything_else(finished, tm
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+@pytest.mark.slow
 def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_path, signame):
     import os
     import signal
@@ -200,6 +203,7 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     assert first["train_s"] + second["train_s"] == pytest.approx(rec["timing"]["train_s"], abs=0.01)
 
 
+@pytest.mark.slow
 def test_sigterm_to_a_plan_with_workers_is_a_stop_not_a_failure(tmp_path):
     # `reproduce.py --jobs n` in a time-boxed GPU job or a batch job: the workers checkpoint their packs,
     # and the plan says it was stopped (exit 128 + signal), not that packs failed.
@@ -228,6 +232,7 @@ def test_sigterm_to_a_plan_with_workers_is_a_stop_not_a_failure(tmp_path):
     assert len(list(tmp_path.rglob("checkpoint.pt"))) == 2 and not list(tmp_path.rglob("record.json"))
 
 
+@pytest.mark.slow
 def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(tmp_path):
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "+train.epoch=3", check=False)
     assert p.returncode == 2 and "unknown key(s) train.epoch (did you mean train.epochs?)" in p.stderr, p.stderr
@@ -238,6 +243,7 @@ def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(t
     assert p.returncode == 2 and "train.fc_warmup: 1 there, 2 now" in p.stderr, p.stderr
 
 
+@pytest.mark.slow
 def test_an_empty_beta_list_is_one_line_and_a_rejected_override_leaves_no_folder(tmp_path):
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "dataset.betas=[]", "-m", check=False)
     assert p.returncode == 2 and p.stderr.strip() == "kanx: error: dataset.betas is empty: give at least one beta, e.g. dataset.betas=[0.0,0.01]", p.stderr
@@ -257,6 +263,7 @@ def _write_table(path: Path, change: float = 0.0) -> None:
     path.write_text("x,y\n" + "\n".join(rows) + "\n")
 
 
+@pytest.mark.slow
 def test_a_record_holds_its_data_hash_and_changed_data_stop_before_compute(tmp_path):
     """The same command on a CSV with one value changed is refused, naming the data hashes
     (the config hash is unchanged: the path is the same); overwrite=true replaces the run."""
@@ -284,7 +291,8 @@ def test_generated_data_are_identified_by_generator_version_and_parameters(monke
     f1 = data_hash(load_dataset("nguyen_f1", data_seed=0))
     assert f1 == data_hash(load_dataset("nguyen_f1", data_seed=0)) and len(f1) == 16
     assert f1 != data_hash(load_dataset("nguyen_f2", data_seed=0)) != data_hash(load_dataset("nguyen_f2", data_seed=1))
-    assert data_hash(load_dataset("ikeda", data_seed=0, n_train=50, n_test=20)) != data_hash(load_dataset("ikeda", data_seed=0, n_train=50, n_test=20, transient=10))
+    ikeda = {"data_seed": 0, "n_train": 50, "n_test": 20}
+    assert data_hash(load_dataset("ikeda", **ikeda)) != data_hash(load_dataset("ikeda", **ikeda, transient=10))
     monkeypatch.setattr(registry, "GENERATOR_VERSION", "kanx.data generators v2")
     assert data_hash(load_dataset("nguyen_f1", data_seed=0)) != f1
 
@@ -312,7 +320,8 @@ def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(
     write_record(job.run_dir, {"status": "ok", "config_hash": job.config_hash, "config": job.container})  # no data_hash
     (again,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
     assert again.state.status == "done" and again.data_hash == CONCRETE.normalized_sha256[:16]
-    with pytest.raises(ConfigError, match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates data hashes\), [0-9a-f]{16} now"):
+    with pytest.raises(ConfigError,
+                       match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates data hashes\), [0-9a-f]{16} now"):
         prepare_jobs(sweep_jobs("concrete", "E", [*overrides[:-1], f"dataset.data_dir={own}"]))
 
 
@@ -324,7 +333,8 @@ def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_agai
 
     sums = json.loads((finished / "done").read_text())["sha256"]
     assert sums == {name: sha256_of(finished / name) for name in ("record.json", "model.pt", "metrics.csv.gz")}
-    for name, damage in (("model.pt", lambda b: b[:-10]), ("model.pt", lambda b: b[:-1] + bytes([b[-1] ^ 1])), ("record.json", lambda b: b.replace(b'"ok"', b'"OK"'))):
+    for name, damage in (("model.pt", lambda b: b[:-10]), ("model.pt", lambda b: b[:-1] + bytes([b[-1] ^ 1])),
+                         ("record.json", lambda b: b.replace(b'"ok"', b'"OK"'))):
         run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
         shutil.copytree(finished, run_dir)
         (run_dir / name).write_bytes(damage((run_dir / name).read_bytes()))
@@ -344,6 +354,7 @@ def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_agai
     # An empty (pre-checksum) marker vouches for nothing: tests/test_faults_runs.py
 
 
+@pytest.mark.slow
 def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(tmp_path):
     import subprocess
     import sys
@@ -360,6 +371,7 @@ def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(
     assert kanx.load_run(model.parent).model is not None
 
 
+@pytest.mark.slow
 def test_a_pack_too_big_for_memory_is_refused_before_compute_naming_what_to_lower(tmp_path):
     import time
 
@@ -395,6 +407,7 @@ def test_memory_bound_counts_members_and_skips_an_unknown_free_memory(monkeypatc
         check_memory([pack])
 
 
+@pytest.mark.slow
 def test_an_unwritable_results_folder_is_refused_before_training(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

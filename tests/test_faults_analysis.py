@@ -212,6 +212,7 @@ def test_a_spliced_curve_of_a_finished_run_stays_vouched_for(tmp_path):
     assert integrity_problem(folder, files=(METRICS,)) is None and integrity_problem(folder) is None
 
 
+@pytest.mark.offline_gpu
 def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_vouched_for(tmp_path):
     """scripts/offline_gpu/stash.sh back: the curve was set aside (rows 1-5) while the run resumed here and
     finished, sealing the rows it wrote (6-10); the restored curve is both, vouched for."""

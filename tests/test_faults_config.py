@@ -98,9 +98,11 @@ def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monk
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("+betta=0.01", "unknown key(s) betta (did you mean beta?); the top level takes: beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"),
+    ("+betta=0.01", "unknown key(s) betta (did you mean beta?); "
+                    "the top level takes: beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"),
     ("+foo=1", "unknown key(s) foo; the top level takes:"),
-    ("+condition.edge_gate=true", "unknown key(s) condition.edge_gate (did you mean condition.edge_gates?); condition.* takes: edge_gates, exits, forward, input_gates, name, node_gates"),
+    ("+condition.edge_gate=true", "unknown key(s) condition.edge_gate (did you mean condition.edge_gates?); "
+                                  "condition.* takes: edge_gates, exits, forward, input_gates, name, node_gates"),
     ("+dataset.n_trian=64", "unknown key(s) dataset.n_trian (did you mean dataset.n_train?)"),
     ("+dataset.horizon=null", "unknown key(s) dataset.horizon; dataset.* takes:"),  # a null option was dropped before the loader saw it
     ("+train.epoch=3", "unknown key(s) train.epoch (did you mean train.epochs?)"),
@@ -114,6 +116,7 @@ def test_a_key_the_run_does_not_read_is_refused_with_a_did_you_mean(tmp_path, ov
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_mistyped_key_is_refused_by_the_cli_in_one_line_with_exit_2(tmp_path):
     from helpers import cli
 
@@ -243,6 +246,7 @@ def test_a_sweep_with_twenty_named_features_gets_a_folder_it_can_create(tmp_path
     run_dir.mkdir(parents=True)
 
 
+@pytest.mark.slow
 def test_the_cli_trains_a_long_tag_sweep_and_status_finds_its_folder(tmp_path):
     from helpers import cli, records
 

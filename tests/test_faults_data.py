@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import TOY, cli, offline_data, train_run
+from helpers import TOY, cli, train_run
 
 import kanx
 from kanx import formula
@@ -26,12 +26,8 @@ from kanx.records import seal
 
 SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or Path(__file__).parents[1].parent / "shared" / "data")
 TOY_TRAINING = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
-
-
-@pytest.fixture(autouse=True)
-def _offline_and_isolated(monkeypatch, tmp_path):
-    """No test reads the user's KANX_DATA_DIR or cache, or touches the network."""
-    offline_data(monkeypatch, tmp_path / "cache")
+# No test reads the user's KANX_DATA_DIR or cache, or touches the network (conftest.py).
+pytestmark = pytest.mark.usefixtures("offline")
 
 
 def table(path: Path, header: str = "a,b,y", n: int = 40, cell: tuple[int, int, str] | None = None) -> Path:
@@ -86,6 +82,7 @@ def test_the_largest_float32_values_are_accepted(tmp_path):
     assert ds.n_train + ds.n_test == 40
 
 
+@pytest.mark.slow
 def test_a_huge_value_stops_the_command_line_before_training(tmp_path):
     path = table(tmp_path / "huge.csv", n=200, cell=(3, 2, "1e300"))  # enough rows for TOY's 128 + 64
     root = tmp_path / "results"

@@ -40,7 +40,7 @@ def started(pid: int) -> int:
 def test_a_lock_naming_no_live_process_is_taken_over_and_is_not_running(tmp_path):
     from kanx.status import run_state
 
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = subprocess.Popen(["sleep", "60"])
     try:
         start = started(sleeper.pid)
         cases = {  # lock contents -> taken over (stale)?
@@ -94,6 +94,7 @@ def test_a_single_run_takes_over_an_empty_lock_left_long_ago(tmp_path):
 # ---------------------------------------------------------------- a single run is a sweep of one
 
 
+@pytest.mark.slow
 def test_a_single_run_into_an_unusable_results_root_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
@@ -103,6 +104,7 @@ def test_a_single_run_into_an_unusable_results_root_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_a_signal_to_a_single_run_checkpoints_it_in_one_line(tmp_path, signame):
     args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500", "train.warmup=1", "train.fc_warmup=1",
             "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY]
@@ -198,6 +200,7 @@ def test_a_failing_pack_leaves_the_records_it_finished_alone(tmp_path, monkeypat
     assert [r["status"] for r in recs] == ["ok", "ok", "failed"] and "planted fault" in recs[2]["error"]
 
 
+@pytest.mark.slow
 def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
     """The same on a 216 KiB tmpfs (where mounting is permitted: root): the runs' .hydra/ take about
     100 KiB, then model.pt files fill it."""

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import sympy as sp
 import torch
-from helpers import train_run
+from helpers import flat_edge, train_run
 
 import kanx
 from kanx import formula
@@ -78,10 +78,6 @@ def test_unknown_primitive_is_refused():
 # ------------------------------------------------------------------ hand-built networks
 
 
-def _flat(model, k, i, o) -> int:
-    return sum(p * q for p, q in model.edge_shapes[:k]) + i * model.edge_shapes[k][1] + o
-
-
 def _hand_model(condition: str, width, edges: dict, exit_k: int) -> GatedKAN:
     """A single-member GatedKAN whose only open edges are ``edges`` {(k, i, o): g}: each a pure
     spline (scale_base 0, scale_sp 1) fitted to g on its grid [-1, 1]."""
@@ -89,7 +85,7 @@ def _hand_model(condition: str, width, edges: dict, exit_k: int) -> GatedKAN:
     with torch.no_grad():
         alpha = torch.full((model.n_edges,), -10.0)
         for (k, i, o), g in edges.items():
-            alpha[_flat(model, k, i, o)] = 10.0
+            alpha[flat_edge(model, k, i, o)] = 10.0
             stage = model.stages[k]
             xs = torch.linspace(-1, 1, 200, dtype=torch.float64)
             ys = torch.as_tensor(g(xs.numpy()), dtype=torch.float64)

@@ -26,6 +26,7 @@ def train_help(argv0: str | None = None) -> str:
     return p.stdout
 
 
+@pytest.mark.slow
 def test_train_help_describes_kanx_and_lists_the_config_groups():
     text = train_help()
     assert text.startswith("usage: python -m kanx.train [KEY=VALUE ...] [-m]")
@@ -38,6 +39,7 @@ def test_train_help_describes_kanx_and_lists_the_config_groups():
     assert 'eval "$(kanx-train -sc install=bash)"' in text  # the template's $$ came out as one $
 
 
+@pytest.mark.slow
 def test_train_help_names_the_console_script_when_run_as_one():
     text = train_help("/venv/bin/kanx-train")
     assert text.startswith("usage: kanx-train [KEY=VALUE ...] [-m]") and "  kanx-train +condition=EFX +debug=quick -m" in text
@@ -55,6 +57,7 @@ def test_every_console_script_usage_line_names_the_command_as_typed(script, monk
         assert capsys.readouterr().out.startswith(usage)
 
 
+@pytest.mark.slow
 def test_reproduce_help_names_one_default_for_group():
     p = subprocess.run([sys.executable, "scripts/reproduce.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     text = " ".join(p.stdout.split())

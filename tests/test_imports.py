@@ -1,14 +1,19 @@
 """Every kanx module imports on its own, and kanx.draw and kanx.analyze do not depend on
 each other both ways (issue #14): analysis may call the drawing (at call time, so that it
-stays torch-free), the drawing imports nothing from the analysis."""
+stays torch-free), the drawing imports nothing from the analysis. The import contracts (issue
+#35): the model code (kanx.kan) never imports Hydra or OmegaConf, however indirectly, and the
+analysis (kanx.analyze) never imports torch, Hydra or OmegaConf when it is imported. Read from
+the source (ast), so they run in the fast tier."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import ROOT
 
 PACKAGE = ROOT / "kanx"
@@ -39,26 +44,51 @@ def _import_nodes(node: ast.AST):
             yield from _import_nodes(c)
 
 
-def imports_of(name: str, path: Path) -> set[str]:
-    """The kanx modules that module ``name`` imports anywhere in its code (function-level
-    imports included: they run, only later), with the packages above them."""
+def _module_level_nodes(tree: ast.Module):
+    """The import statements that run when the module is imported: at its top level and in the
+    blocks there (if, try), not inside functions or classes, nor under ``if TYPE_CHECKING:``."""
+    for child in tree.body if isinstance(tree, ast.Module) else ast.iter_child_nodes(tree):
+        for c in child.orelse if _is_type_checking(child) else [child]:
+            if isinstance(c, ast.Import | ast.ImportFrom):
+                yield c
+            elif isinstance(c, ast.If | ast.Try | ast.With):
+                yield from _module_level_nodes(c)
+
+
+@functools.cache
+def _targets(name: str, path: Path, module_level: bool = False) -> tuple[str, ...]:
+    """Every dotted name that module ``name`` imports (``module_level``: only at import time)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in _import_nodes(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in _module_level_nodes(tree) if module_level else _import_nodes(tree):
         if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
+            found += [a.name for a in node.names]
         else:
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
             target = ".".join([*base, *([node.module] if node.module else [])])
-            targets = [target, *(f"{target}.{a.name}" for a in node.names)]
-        for t in targets:  # importing a.b.c runs a and a.b first
-            parts = t.split(".")
-            found |= {m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in MODULES}
+            found += [target, *(f"{target}.{a.name}" for a in node.names)]
+    return tuple(found)
+
+
+def imports_of(name: str, path: Path, module_level: bool = False) -> set[str]:
+    """The kanx modules that module ``name`` imports anywhere in its code (function-level
+    imports included: they run, only later; ``module_level``: only those that run when it is
+    imported), with the packages above them."""
+    found = set()
+    for t in _targets(name, path, module_level):  # importing a.b.c runs a and a.b first
+        parts = t.split(".")
+        found |= {m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in MODULES}
     return found - {name}
 
 
-def import_graph() -> dict[str, set[str]]:
-    return {name: imports_of(name, path) for name, path in MODULES.items()}
+def third_party_of(name: str, path: Path, module_level: bool = False) -> set[str]:
+    """The top-level packages outside kanx that module ``name`` imports (e.g. torch, hydra)."""
+    return {t.split(".")[0] for t in _targets(name, path, module_level)} - {"kanx", "__future__"}
+
+
+def import_graph(module_level: bool = False) -> dict[str, set[str]]:
+    return {name: imports_of(name, path, module_level) for name, path in MODULES.items()}
 
 
 def reachable(graph: dict[str, set[str]], start: set[str]) -> dict[str, list[str]]:
@@ -78,6 +108,7 @@ def in_package(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
+@pytest.mark.slow
 def test_every_module_imports_in_a_fresh_interpreter():
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
     done = subprocess.run([sys.executable, "-c", code, *MODULES], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -110,3 +141,35 @@ def test_no_launcher_imports_the_entry_module():
     # discard_if_empty) lives in kanx.errors and kanx.records.
     for path in sorted((ROOT / "hydra_plugins").rglob("*.py")):
         assert "kanx.train" not in imports_of(module_name(path), path), path
+
+
+def forbidden_imports(package: str, forbidden: set[str], module_level: bool) -> list[str]:
+    """The import chains from a module of ``package`` to one that imports a ``forbidden``
+    package; ``module_level``: through the imports that run at import time only, while the
+    modules of ``package`` itself may not import a forbidden package anywhere in their code.
+    A package above (kanx, run first by importing any kanx module) counts with its import-time
+    imports only: kanx's lazy ``load_run`` imports kanx.load when that attribute is asked for."""
+    start = {m for m in MODULES if in_package(m, package)}
+    assert start, package
+    graph = {m: imports_of(m, path, module_level or (path.name == "__init__.py" and m not in start)) for m, path in MODULES.items()}
+    chains = []
+    for m, chain in sorted(reachable(graph, start).items()):
+        path = MODULES[m]
+        bad = forbidden & third_party_of(m, path, m not in start and (module_level or path.name == "__init__.py"))
+        chains += [f"{' -> '.join(chain)} -> {b}" for b in sorted(bad)]
+    return chains
+
+
+def test_model_code_never_imports_hydra_or_omegaconf():
+    # The model takes typed config (kanx.kan.spec); Hydra's config stays at the boundary
+    # (kanx.config), however deep or late the import.
+    chains = forbidden_imports("kanx.kan", {"hydra", "omegaconf"}, module_level=False)
+    assert not chains, "model code reaches Hydra:\n" + "\n".join(chains)
+
+
+def test_analysis_never_imports_torch_hydra_or_omegaconf():
+    # The analysis runs where torch is absent; it may call the drawing and loading of a run
+    # (kanx.analyze.select) at call time, inside the function that needs them.
+    chains = forbidden_imports("kanx.analyze", {"torch", "hydra", "omegaconf"}, module_level=True)
+    assert not chains, "the analysis imports torch, Hydra or OmegaConf:\n" + "\n".join(chains)
+

@@ -96,16 +96,19 @@ def ok(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return p
 
 
+@pytest.mark.slow
 def test_wheel_carries_the_configs_and_uses_them(installed, tmp_path):
     """The installed kanx is the wheel's, and it composes from its own kanx/conf (a copy of
     every YAML of conf/), not from this checkout."""
     probe = "import kanx, kanx.confdir as c; print(kanx.__file__); print(c.conf_dir())"
     kanx_file, conf = ok([str(installed / "bin" / "python"), "-c", probe], tmp_path).stdout.split()
     assert Path(kanx_file).is_relative_to(installed) and Path(conf) == Path(kanx_file).parent / "conf"
-    assert {p.relative_to(conf).as_posix() for p in Path(conf).rglob("*.yaml")} == {p.relative_to(ROOT / "conf").as_posix() for p in (ROOT / "conf").rglob("*.yaml") if "local" not in p.parts}
+    source = {p.relative_to(ROOT / "conf").as_posix() for p in (ROOT / "conf").rglob("*.yaml") if "local" not in p.parts}
+    assert {p.relative_to(conf).as_posix() for p in Path(conf).rglob("*.yaml")} == source
 
 
 @pytest.mark.parametrize("entry", ["kanx-train", "python -m kanx.train"])
+@pytest.mark.slow
 def test_installed_entry_points_run_a_sweep_outside_the_checkout(installed, tmp_path, entry):
     cmd = [str(installed / "bin" / "kanx-train")] if entry == "kanx-train" else [str(installed / "bin" / "python"), "-m", "kanx.train"]
     p = ok([*cmd, *SWEEP, "results_root=res", "-m"], tmp_path)
@@ -118,6 +121,7 @@ def test_installed_entry_points_run_a_sweep_outside_the_checkout(installed, tmp_
     assert record["versions"]["kanx"] == version and record["git_commit"] and version.split("+g")[1].startswith(record["git_commit"][:7])  # the build
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_the_installed_wheel_shows_its_license_and_a_version_from_git_and_has_every_console_script(installed, tmp_path):
     """`pip show kanx` of the wheel installed into a fresh venv outside the checkout: the license

@@ -290,7 +290,7 @@ def test_the_compiled_kernels_knot_selects_give_the_gathered_basis_exactly():
             assert torch.equal(u, v)
 
 
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])  # torch.compile: make test-full
 @pytest.mark.parametrize("O", [1, 5])
 def test_kan_matmul_matches_the_dense_layer_in_float32(compiled, O):
     # Values and gradients (x and the folded weights) of the fused layer against the dense
@@ -312,7 +312,7 @@ def test_kan_matmul_matches_the_dense_layer_in_float32(compiled, O):
         assert err <= 1e-6 * scale * x.shape[-1] * (K + 2), f"{name}: max error {err:.3g} at scale {scale:.3g}"
 
 
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])  # torch.compile: make test-full
 def test_a_layer_after_a_grid_update_on_tied_data_matches_the_dense_formula(compiled):
     # KANLayer.forward = sum_i z (w_b silu(x_i) + w_s sum_c c_c B_c(x_i)) with gradients to x and
     # coef, after update_grid on tied inputs (repeated knots) and at x outside and on the knots.
@@ -329,7 +329,8 @@ def test_a_layer_after_a_grid_update_on_tied_data_matches_the_dense_formula(comp
     gx, gc = torch.autograd.grad(y, (x, layer.coef), gy)
     xr, cr = x.detach().double().requires_grad_(), layer.coef.detach().double().requires_grad_()
     basis = bspline_basis(xr, layer.grid.double(), layer.K)  # (M, B, I, C)
-    edge = layer.scale_base.double().unsqueeze(1) * torch.nn.functional.silu(xr).unsqueeze(-1) + layer.scale_sp.double().unsqueeze(1) * torch.einsum("mbic,mioc->mbio", basis, cr)
+    edge = (layer.scale_base.double().unsqueeze(1) * torch.nn.functional.silu(xr).unsqueeze(-1)
+            + layer.scale_sp.double().unsqueeze(1) * torch.einsum("mbic,mioc->mbio", basis, cr))
     yr = (gate.double().unsqueeze(1) * edge).sum(2)
     gxr, gcr = torch.autograd.grad(yr, (xr, cr), gy.double())
     for name, got, ref in (("y", y, yr), ("grad x", gx, gxr), ("grad coef", gc, gcr)):

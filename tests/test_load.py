@@ -3,17 +3,13 @@
 import numpy as np
 import pytest
 import torch
-from helpers import TOY, train_run
 
 import kanx
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("load")
-    run_dir = train_run(root / "run", "+condition=EFX", "beta=0.01", "seed=0", *TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1",
-                        f"results_root={root}")
-    return kanx.load_run(run_dir)
+def run(finished_efx):
+    return kanx.load_run(finished_efx)
 
 
 def test_predict_takes_lists_numpy_and_tensors_and_answers_in_kind(run):

@@ -35,6 +35,7 @@ def mixed_runs():
     return [run(c, seed, b) for seed, (c, b) in enumerate(zip(CONDITIONS, betas, strict=True))]
 
 
+@pytest.mark.slow  # trains long (make test-full)
 def test_all_eight_conditions_in_one_pack_follow_their_lone_trajectories():
     runs = mixed_runs()
     x, y = toy_data(len(runs))
@@ -72,6 +73,7 @@ def test_the_member_layout_says_what_is_whose_and_adds_nothing_to_the_state():
         assert (bool(own.has_edge_gates[m]), bool(own.has_exits[m])) == (c.edge_gates, c.exits)
 
 
+@pytest.mark.slow  # trains long (make test-full)
 def test_member_checkpoints_are_in_their_own_layout_and_resume_in_any_pack():
     """A member checkpointed in a mixed pack resumes alone (and vice versa) exactly."""
     runs = mixed_runs()
@@ -109,7 +111,7 @@ def test_members_without_gates_keep_them_frozen_open():
     assert [s.exit for s, r in zip(structures, runs, strict=True) if not r.condition.exits] == [SPEC.width.__len__() - 2] * 4
 
 
-@pytest.mark.parametrize("group", ["condition", "all"])
+@pytest.mark.parametrize("group", [pytest.param("condition", marks=pytest.mark.slow), "all"])  # one in the fast tier
 def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group):
     """Through the runner: Nguyen F1 and F2 (same shapes and protocol) packed together give
     the records of the same runs packed per dataset."""

@@ -111,4 +111,5 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
     assert not (repo / run2 / "metrics.csv").exists()  # the finished run's form, the plain one gone
     assert (repo / ".stash/results/paper/analysis/report.md").read_text() == "r"  # kept, not deleted
     status = subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout.split("\n")
-    assert sorted(s for s in status if s) == sorted([f" M {run1}/metrics.csv", f" D {run2}/metrics.csv", f"?? {run2}/metrics.csv.gz", " M results/paper/analysis/report.md"])
+    assert sorted(s for s in status if s) == sorted(
+        [f" M {run1}/metrics.csv", f" D {run2}/metrics.csv", f"?? {run2}/metrics.csv.gz", " M results/paper/analysis/report.md"])

@@ -23,6 +23,7 @@ def test_sweep_jobs_are_the_command_lines_jobs(tmp_path):
     assert base[0][1] == tmp_path / "concrete" / "Baseline" / "train.epochs=2" / "beta=0.0,seed=3"
 
 
+@pytest.mark.slow
 def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
     cli("+condition=E", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
     cli("+condition=X", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
@@ -63,6 +64,7 @@ def test_a_resumed_pack_runs_before_a_new_one_of_its_worker():
     assert assign([new, resumed], 1) == [[resumed, new]]
 
 
+@pytest.mark.long
 @pytest.mark.slow  # two 1,500-epoch runs; tests/test_faults.py covers SIGTERM in the fast suite
 def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     import signal
@@ -94,6 +96,7 @@ def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     assert a["metrics"] == b["metrics"]
 
 
+@pytest.mark.slow
 def test_reproduce_takes_condition_names_in_either_spelling_and_refuses_others_in_one_line(capsys):
     import subprocess
     import sys

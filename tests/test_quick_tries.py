@@ -40,6 +40,7 @@ def test_a_pack_announces_itself_and_says_when_its_first_epoch_compiles():
     assert starting(pack(False, resume_epoch=500), "[2/3]") == "[2/3] training a pack of 2 (sin_xy2: EFX), epochs 500-3000"
 
 
+@pytest.mark.slow
 def test_a_packed_sweep_keeps_its_console_log_beside_multirun_yaml_in_a_single_runs_format(tmp_path):
     p = cli("+condition=E", f"results_root={tmp_path / 'sweep'}", "beta=0.0,0.1", "seed=0", "+debug=quick", *TOY, "-m")
     (multirun,) = (tmp_path / "sweep").rglob("multirun.yaml")
@@ -56,6 +57,7 @@ def test_a_packed_sweep_keeps_its_console_log_beside_multirun_yaml_in_a_single_r
     assert [line for line in single.stdout.splitlines() if " - [ok] " in line] == [line for line in lines if " - [ok] " in line]
 
 
+@pytest.mark.slow
 def test_a_sweep_over_conditions_refused_for_bad_input_leaves_no_log_behind(tmp_path):
     """Its log goes to the first job's sweep folder (the primary one, Baseline's, holds no run):
     bad input removes that folder again, as it removes Hydra's multirun.yaml."""
@@ -64,6 +66,7 @@ def test_a_sweep_over_conditions_refused_for_bad_input_leaves_no_log_behind(tmp_
     assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
 
 
+@pytest.mark.slow  # two CLI sweeps
 def test_a_packed_sweep_writes_each_runs_hydra_folder_as_the_basic_launcher_does(tmp_path):
     """Every run folder of a packed -m sweep holds .hydra/ (config.yaml, hydra.yaml, overrides.yaml),
     the files Hydra's basic launcher writes for the same run, alike but for what the two commands

@@ -77,9 +77,11 @@ def test_a_failed_task_is_reported_by_its_exception_line():
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
     trace = "Traceback (most recent call last):\n  File \"x.py\", line 1\nkanx.errors.DataError: concrete.csv not found in /data\n"
-    failed = FailedJobError(f"Job (task=0) failed during processing with trace:\n{'-' * 22}\n{trace}\n{'-' * 22}\nYou can check full logs\n  - /a/err\n  - /a/out")
+    failed = FailedJobError(f"Job (task=0) failed during processing with trace:\n{'-' * 22}\n{trace}\n{'-' * 22}\n"
+                            "You can check full logs\n  - /a/err\n  - /a/out")
     assert _reason(failed) == "kanx.errors.DataError: concrete.csv not found in /data"
-    killed = UncompletedJobError(f"Job 2_0 (task: 0) has not produced any output (state: CANCELLED by 0)\nError stream produced:\n{'-' * 40}\nsrun: error: vm: task 0: Killed\n")
+    killed = UncompletedJobError(f"Job 2_0 (task: 0) has not produced any output (state: CANCELLED by 0)\n"
+                                 f"Error stream produced:\n{'-' * 40}\nsrun: error: vm: task 0: Killed\n")
     assert _reason(killed) == "srun: error: vm: task 0: Killed"
 
 
@@ -116,6 +118,7 @@ def cli(*args, timeout=300, env=None):
     ("hydra.launcher.signal_delay_s=600", "hydra.launcher.signal_delay_s=600 must be an integer between 0 and the time limit (300 s)"),
     ("train.epochs=0", "train.epochs=0 must be >= 1"),
 ])
+@pytest.mark.slow
 def test_bad_input_stops_before_anything_is_submitted(tmp_path, arg, message):
     p = cli(*SHORT, f"results_root={tmp_path}", "hydra.launcher.timeout_min=5", "seed=0,1", arg, "-m")
     assert p.returncode == 2, p.stderr[-2000:]

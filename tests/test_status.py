@@ -107,6 +107,7 @@ def test_a_running_sweep_without_records_has_an_eta_from_its_own_stretch(tmp_pat
     assert read_checkpoint(tmp_path / "c") == (5, None, None)
 
 
+@pytest.mark.slow
 def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
     """A tiny sweep through the CLI (seed=0,1,2 of beta 0, 0.1: 6 runs), then one run failed,
     one deleted, one turned into a checkpoint and one locked. The override

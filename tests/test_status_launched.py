@@ -27,12 +27,14 @@ def totals(sweeps: list[dict]) -> dict:
     return {k: sum(s[k] for s in sweeps) for k in ("expected", "ok", "collapsed", "missing", "failed")}
 
 
+@pytest.mark.slow
 def test_status_after_a_single_run_expects_one_and_finds_it_ok(tmp_path, capsys):
     cli(f"results_root={tmp_path}", *QUICK)
     (sweep,) = status_json(tmp_path, capsys)
     assert (sweep["expected"], sweep["ok"], sweep["missing"], sweep["expected_from"]) == (1, 1, 0, "manifest")
 
 
+@pytest.mark.slow
 def test_status_after_a_packed_sweep_over_conditions_expects_what_was_launched(tmp_path, capsys):
     """Swept over +condition, the sweep's multirun.yaml says nothing about either folder: the
     manifests do (before them: 10 seeds x the dataset's betas each)."""
@@ -42,6 +44,7 @@ def test_status_after_a_packed_sweep_over_conditions_expects_what_was_launched(t
     assert all((s["expected"], s["ok"] + s["collapsed"], s["missing"]) == (4, 4, 0) for s in sweeps), sweeps
 
 
+@pytest.mark.slow
 def test_the_smoke_pipeline_expects_what_it_launched_and_misses_nothing(tmp_path, capsys):
     """`make reproduce-tables SCALE=smoke DATASETS=nguyen_f1` (two of its conditions): 2 seeds,
     not the 10 a record's config sweeps, and no multirun.yaml."""
@@ -56,6 +59,7 @@ def test_the_smoke_pipeline_expects_what_it_launched_and_misses_nothing(tmp_path
     assert {s["expected_from"] for s in sweeps} == {"manifest"}
 
 
+@pytest.mark.slow
 def test_the_table_and_json_give_the_same_counts(tmp_path, capsys):
     cli("+condition=E", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1", *QUICK, "-m")
     run = next(tmp_path.rglob("beta=0.1,seed=1"))
@@ -70,6 +74,7 @@ def test_the_table_and_json_give_the_same_counts(tmp_path, capsys):
     assert (sweeps[0]["expected"], sweeps[0]["missing"]) == (4, 1)
 
 
+@pytest.mark.slow
 def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
     """`kanx-status --json | head -1`: the reader's end is closed before status writes."""
     cli(f"results_root={tmp_path}", *QUICK)

@@ -13,8 +13,10 @@ from kanx.trainer import Trainer, beta_active, fc_active, grid_update_epochs, ta
 
 
 def make_runs(condition="EFX", seeds=(0, 1, 2), betas=(0.0, 0.05, 0.5), epochs=5, **train):
-    t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "compile": False, "warmup": 1, "fc_warmup": 2, "grid_update_count": 2, "grid_update_every": 1} | train)
-    return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), Costs(), "threshold", t, b, s) for s, b in zip(seeds, betas, strict=True)]
+    t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "compile": False, "warmup": 1, "fc_warmup": 2, "grid_update_count": 2,
+                       "grid_update_every": 1} | train)
+    return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), Costs(), "threshold", t, b, s)
+            for s, b in zip(seeds, betas, strict=True)]
 
 
 def test_schedules():
@@ -151,6 +153,7 @@ def test_adam_matches_torch_adam():
     assert torch.allclose(a, a2, atol=1e-7) and torch.allclose(b, b2, atol=1e-7)
 
 
+@pytest.mark.slow  # torch.compile (make test-full)
 def test_fused_adam_is_adam():
     """The compiled update (CPU, train.compile) does what the foreach one does, to rounding."""
     from kanx.optim import Adam
@@ -173,6 +176,7 @@ def test_fused_adam_is_adam():
     assert float(ours.state[fused[0]]["step"]) == 6
 
 
+@pytest.mark.slow  # torch.compile (make test-full)
 def test_the_compiled_step_trains_like_the_eager_one():
     """train.compile (the fused basis kernels and, on a CPU, the fused Adam) changes rounding only."""
     x, y = toy_data(3)

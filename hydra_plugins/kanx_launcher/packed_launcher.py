@@ -34,7 +34,9 @@ log = logging.getLogger("kanx")
 class PackedLauncherConf:
     _target_: str = "hydra_plugins.kanx_launcher.packed_launcher.PackedLauncher"
     pack_size: Optional[int] = None  # noqa: UP045  (OmegaConf structured configs need Optional) None: each job's train.pack_size
-    group: str = DEFAULT_GROUP  # auto: all on a GPU, condition on a CPU | sweep: one (dataset, condition) per pack | condition: mix datasets of one protocol | all: mix conditions too
+    # auto: all on a GPU, condition on a CPU | sweep: one (dataset, condition) per pack |
+    # condition: mix datasets of one protocol | all: mix conditions too
+    group: str = DEFAULT_GROUP
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="kanx_packed", node=PackedLauncherConf, provider="kanx")

@@ -140,7 +140,8 @@ def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> t
     """Draw the training curves (kanx.analyze.curve_figures) as PNGs below ``out`` and list them in
     the report; saved one at a time, since the whole paper has thousands. Returns the count and
     the damaged curves left out, (run folder, why), which the report lists too."""
-    lines, count, dataset_shown, skipped = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None, []
+    skipped: list[tuple[str, str]] = []
+    lines, count, dataset_shown = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None
     for c in curve_figures(runs, root, per_run, skipped):
         path = out / f"{c.stem}.png"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -69,7 +69,7 @@ def make_function_dataset(name: str, data_seed: int, n_train: int, n_test: int, 
     bivariate = len(problem.domain) == 2
     (x_train, y_train), (x_test, y_test) = sample(problem, n_train, train_rng), sample(problem, n_test, test_rng)
     names = ("x", "y") if bivariate else ("x",)
-    provenance = {"formula": problem.formula, "domain": [list(b) for b in problem.domain]}
+    provenance: dict[str, object] = {"formula": problem.formula, "domain": [list(b) for b in problem.domain]}
     if distractors:
         x_train = add_distractors(x_train, distractors, problem.domain[0], np.random.default_rng(seeds[2]))
         x_test = add_distractors(x_test, distractors, problem.domain[0], np.random.default_rng(seeds[3]))

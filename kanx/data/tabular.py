@@ -153,7 +153,8 @@ def concrete_from_official(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
     names = list(CONCRETE.ranges)
     headers = [str(h).lower() for h in raw.columns]
     if len(headers) != len(names) or not all(w in h for w, h in zip(_CONCRETE_HEADER_WORDS, headers, strict=True)):
-        raise DataError(f"{path}: header {list(raw.columns)} is not the UCI Concrete_Data.xls header (9 columns: {', '.join(_CONCRETE_HEADER_WORDS)}); use the official file or the normalized concrete.csv")
+        raise DataError(f"{path}: header {list(raw.columns)} is not the UCI Concrete_Data.xls header "
+                        f"(9 columns: {', '.join(_CONCRETE_HEADER_WORDS)}); use the official file or the normalized concrete.csv")
     return raw.set_axis(names, axis=1)
 
 
@@ -175,7 +176,8 @@ def superconductor_from_official(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
     names = list(SUPERCONDUCTOR.ranges)
     missing = [c for c in names if c not in raw.columns]
     if len(raw.columns) != SUPERCONDUCTOR_OFFICIAL_COLUMNS or missing:
-        raise DataError(f"{path}: has {len(raw.columns)} columns (missing {missing}); expected the 82 columns of the UCI superconductivity train.csv; use the official file or the normalized superconductor.csv")
+        raise DataError(f"{path}: has {len(raw.columns)} columns (missing {missing}); expected the 82 columns of the UCI "
+                        "superconductivity train.csv; use the official file or the normalized superconductor.csv")
     return raw[names]
 
 
@@ -301,7 +303,8 @@ def fetch(source: TableSource, searched: Sequence[Path]) -> Path:
             archive = response.read()
     except (URLError, OSError, ValueError, HTTPException) as err:  # no network, timeout, bad URL, cut short
         where = ", ".join(str(d) for d in searched)
-        raise DataError(f"{source.name}: neither {source.normalized_file} nor {source.official_file} is in {where}, and downloading {source.url} failed ({_first_line(err)}); {by_hand}") from None
+        raise DataError(f"{source.name}: neither {source.normalized_file} nor {source.official_file} is in {where}, "
+                        f"and downloading {source.url} failed ({_first_line(err)}); {by_hand}") from None
     try:
         with zipfile.ZipFile(io.BytesIO(archive)) as z:
             member = next(m for m in z.namelist() if Path(m).name == source.official_file)
@@ -393,7 +396,8 @@ def _csv_sizes(n_rows: int, test_fraction: float, n_train: int | None, n_test: i
     if n_test is None:
         n_test = n_rows - n_train
     if n_train < 2 or n_test < 1 or n_train + n_test > n_rows:
-        raise DataError(f"{file}: {n_rows} data rows cannot give {n_train} training and {n_test} test rows; need at least 2 training and 1 test row (add rows, or change test_fraction, n_train or n_test)")
+        raise DataError(f"{file}: {n_rows} data rows cannot give {n_train} training and {n_test} test rows; need at least "
+                        "2 training and 1 test row (add rows, or change test_fraction, n_train or n_test)")
     return n_train, n_test
 
 

@@ -1,7 +1,8 @@
 """Structure metrics of a discretized model: contributing edges and compositional depth.
 
 Paper, Methods "Evaluation measures": mask inactive edges (closed egates, unused exit
-heads; with node or input gates, every edge of a closed node: GatedKAN.inference_gates); trace backward from the outputs to find connected edges; trace forward from the
+heads; with node or input gates, every edge of a closed node: GatedKAN.inference_gates);
+trace backward from the outputs to find connected edges; trace forward from the
 inputs along connected edges to find the input-to-output paths (their longest length is
 the compositional depth); connected edges off those paths are bias terms, merged into
 one per connected component. Contributing edges = path edges + bias components.

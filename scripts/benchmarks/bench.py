@@ -59,7 +59,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout, installed or not
 
 PYKAN_VERSION = "0.2.8"
-INSTALL_HINT = "pykan is not installed: run `make bench` (installs the bench extra, pip install -e '.[bench]'), or pip install pykan==0.2.8 sympy scikit-learn pyyaml tqdm"
+INSTALL_HINT = ("pykan is not installed: run `make bench` (installs the bench extra, pip install -e '.[bench]'), "
+                "or pip install pykan==0.2.8 sympy scikit-learn pyyaml tqdm")
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,8 @@ class KanxCell:
         train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile,
                             **({"cuda_graph": True} if self.cuda_graph else {}))
         runs = [
-            RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train, BETAS[s % len(BETAS)], s, device=device.type)
+            RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train,
+                      BETAS[s % len(BETAS)], s, device=device.type)
             for s in range(M)
         ]
         x, y = random_rows(arch, M)
@@ -302,8 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="timed seconds per repeat (default 3, --quick 1)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where both sides train (default cpu)")
     ap.add_argument("--profile", action="store_true", help="profile one epoch of packed Concrete EFX M=70 instead")
-    ap.add_argument("--baseline-commit", metavar="REV", default=None, help="also time kanx of commit REV (git archive) at M=70, interleaved with this checkout's, and print the kanx-vs-kanx ratio")
-    ap.add_argument("--pack-sizes", type=int, nargs="+", default=list(PACK_SIZES), metavar="M", help=f"kanx pack sizes (default {' '.join(map(str, PACK_SIZES))})")
+    ap.add_argument("--baseline-commit", metavar="REV", default=None,
+                    help="also time kanx of commit REV (git archive) at M=70, interleaved with this checkout's, and print the kanx-vs-kanx ratio")
+    ap.add_argument("--pack-sizes", type=int, nargs="+", default=list(PACK_SIZES), metavar="M",
+                    help=f"kanx pack sizes (default {' '.join(map(str, PACK_SIZES))})")
     ap.add_argument("--cuda-graph", action="store_true", help="kanx with train.cuda_graph (whole-epoch graphs; CUDA only)")
     args = ap.parse_args(argv)
 
@@ -336,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for line in machine_lines(args.threads, device):
         print(line)
-    print(f"protocol: {repeats} interleaved repeats per cell, each {WARM_STEPS} warm-up steps + ~{seconds:g} s timed; kanx compile={'on' if args.compile else 'off'}")
+    print(f"protocol: {repeats} interleaved repeats per cell, each {WARM_STEPS} warm-up steps + ~{seconds:g} s timed; "
+          f"kanx compile={'on' if args.compile else 'off'}")
     sys.stdout.flush()
 
     baseline = Baseline(args.baseline_commit) if args.baseline_commit else None
@@ -376,11 +381,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  repeat {r + 1}/{repeats} done ({time.perf_counter() - t_start:.0f} s, 1-min load {os.getloadavg()[0]:.2f})", flush=True)
 
     contended = sum(v < quiet for c in cells for v in cpu[id(c)])
-    print(f"\nsteps/s of every repeat; cpu/wall = the process's CPU seconds per wall second (at most {args.threads}), * below {quiet:.2f}: other processes took the CPU.")
+    print(f"\nsteps/s of every repeat; cpu/wall = the process's CPU seconds per wall second (at most {args.threads}), "
+          f"* below {quiet:.2f}: other processes took the CPU.")
     print(f"{retried} contended repeats were measured again; {contended} of the {repeats * len(cells)} values kept are still contended (*).")
     for c in cells:
         marks = ["*" if v < quiet else " " for v in cpu[id(c)]]
-        print(f"  {c.impl:<20} {c.arch.name:<13} M={c.M:<3} " + " ".join(f"{v:7.1f}{m}" for v, m in zip(rates[id(c)], marks, strict=True)) + "   cpu/wall " + " ".join(f"{v:.2f}" for v in cpu[id(c)]))
+        print(f"  {c.impl:<20} {c.arch.name:<13} M={c.M:<3} " + " ".join(f"{v:7.1f}{m}" for v, m in zip(rates[id(c)], marks, strict=True))
+              + "   cpu/wall " + " ".join(f"{v:.2f}" for v in cpu[id(c)]))
 
     print("\n| impl | arch | batch | M | steps/s | model-steps/s | ratio to pykan-speed |")
     print("|---|---|---|---|---|---|---|")
@@ -400,9 +407,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"headline ({args.device}): packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
     if baseline:
         for arch in ARCHS:
-            ours, theirs = (next(c for c in cells if isinstance(c, KanxCell) and c.arch is arch and c.M == PACK_SIZES[-1] and c.compiled == args.compile and (c.baseline is None) == mine) for mine in (True, False))
+            ours, theirs = (next(c for c in cells if isinstance(c, KanxCell) and c.arch is arch and c.M == PACK_SIZES[-1]
+                                 and c.compiled == args.compile and (c.baseline is None) == mine) for mine in (True, False))
             a, b = statistics.median(rates[id(ours)]), statistics.median(rates[id(theirs)])
-            print(f"kanx vs kanx @{baseline.rev} ({arch.name}, M={PACK_SIZES[-1]}, compile={'on' if args.compile else 'off'}): {a:.1f} / {b:.1f} steps/s = {a / b:.2f}x")
+            print(f"kanx vs kanx @{baseline.rev} ({arch.name}, M={PACK_SIZES[-1]}, compile={'on' if args.compile else 'off'}): "
+                  f"{a:.1f} / {b:.1f} steps/s = {a / b:.2f}x")
         baseline.cleanup()
     return 0
 
@@ -418,7 +427,8 @@ def profile(compile: bool, threads: int, device: torch.device) -> int:
     rate, share = cell.measure(3.0)
     print(f"unprofiled: {rate:.1f} steps/s = {1e3 / rate:.1f} ms per step (cpu/wall {share:.2f})")
     if device.type == "cpu" and share < QUIET_SHARE * threads:
-        print(f"warning: cpu/wall {share:.2f} < {QUIET_SHARE * threads:.2f}: other processes took the CPU, so this profile is not representative; rerun on a quiet host")
+        print(f"warning: cpu/wall {share:.2f} < {QUIET_SHARE * threads:.2f}: other processes took the CPU, "
+              "so this profile is not representative; rerun on a quiet host")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with torch_profile(activities=activities, record_shapes=True) as prof:
         cell.pack.run_epoch()

@@ -139,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     plans = {f"group={g}, pack size {size}": make_packs(jobs, a.pack_size, g) for g in a.group}
     if a.per_sweep:
         plans["per-sweep (group=sweep)"] = make_packs(jobs, None, "sweep")
-    print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s), {os.cpu_count()} logical CPUs, {platform.processor() or platform.machine()}")
+    print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s), {os.cpu_count()} logical CPUs, "
+          f"{platform.processor() or platform.machine()}")
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(f"{len(jobs)} runs composed in {time.perf_counter() - start:.0f} s; timing {a.steps} steps per pack make-up, compile={'on' if a.compile else 'off'}, cuda_graph={'on' if a.cuda_graph else 'off'}")
+    print(f"{len(jobs)} runs composed in {time.perf_counter() - start:.0f} s; timing {a.steps} steps per pack make-up, "
+          f"compile={'on' if a.compile else 'off'}, cuda_graph={'on' if a.cuda_graph else 'off'}")
     for name, packs in plans.items():
         print(f"  {name}: {len(packs)} packs, sizes {dict(sorted(Counter(len(p) for p in packs).items()))}")
 

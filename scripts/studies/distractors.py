@@ -78,7 +78,11 @@ def table(root: Path, k: int) -> str:
     lines = [f"Distractor study: k = {k} distractor inputs (root {root})", "",
              "| dataset | condition | beta | runs | exactly x, y kept | median test RMSE | median edges | distractors kept (mean) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for (dataset, condition, beta), runs in sorted(cells.items(), key=lambda kv: (DATASETS.index(kv[0][0]), CONDITIONS.index(kv[0][1]) if kv[0][1] in CONDITIONS else 99, kv[0][2])):
+    def order(kv):
+        (dataset, condition, beta), _ = kv
+        return DATASETS.index(dataset), CONDITIONS.index(condition) if condition in CONDITIONS else 99, beta
+
+    for (dataset, condition, beta), runs in sorted(cells.items(), key=order):
         exact = sum(r[0] for r in runs)
         noise = sum(len(r[3] - TRUE_INPUTS) for r in runs) / len(runs)
         lines.append(f"| {dataset} | {condition} | {beta:g} | {len(runs)} | {exact}/{len(runs)} ({exact / len(runs):.0%}) | "
@@ -89,7 +93,8 @@ def table(root: Path, k: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    head, rest = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("run", "table"))
     p.add_argument("--k", type=int, default=3, help="distractor inputs (default 3)")
     p.add_argument("--root", type=Path, default=Path("results/studies/distractors"), help="results root of the study")

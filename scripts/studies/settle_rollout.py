@@ -68,7 +68,8 @@ def settle(results: Path, dataset: str) -> str | None:
             ok = inside(median, row["rmse_min"], row["rmse_max"], decimals)
             in_range += ok
             distance += abs(math.log10(median / row["rmse_median"]))
-            cells.append(f"{median:.{decimals}f} | {row['rmse_median']:.{decimals}f} [{row['rmse_min']:.{decimals}f}, {row['rmse_max']:.{decimals}f}] | {'yes' if ok else 'no'}")
+            spread = f"[{row['rmse_min']:.{decimals}f}, {row['rmse_max']:.{decimals}f}]"
+            cells.append(f"{median:.{decimals}f} | {row['rmse_median']:.{decimals}f} {spread} | {'yes' if ok else 'no'}")
         scored.append((-in_range, distance, h))
         print(f"| {h} | " + " | ".join(cells) + f" | {distance:.3f} |")
     rows_in, _, best = min(scored)
