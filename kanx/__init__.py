@@ -14,10 +14,11 @@ def _version() -> str:
 
         return version
     except ImportError:  # a checkout on the path without an install
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as installed_version
 
         try:
-            return version("kanx")
+            return installed_version("kanx")
         except PackageNotFoundError:
             return "0+unknown"
 

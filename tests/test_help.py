@@ -35,7 +35,8 @@ def test_train_help_describes_kanx_and_lists_the_config_groups():
     assert groups == {"condition", "dataset", "debug", "launcher", "logger"}
     condition_line = next(line for line in text.splitlines() if line.startswith("condition: "))
     options = set(condition_line.removeprefix("condition: ").split(", "))
-    assert {"baseline", "E", "F", "X", "EF", "EX", "FX", "EFX", "EFXI", "EN", "EFXNI"} <= options and "debug: quick" in text  # the paper's eight and factor sets (#38)
+    # the paper's eight and the factor sets of #38
+    assert {"baseline", "E", "F", "X", "EF", "EX", "FX", "EFX", "EFXI", "EN", "EFXNI"} <= options and "debug: quick" in text
     assert 'eval "$(kanx-train -sc install=bash)"' in text  # the template's $$ came out as one $
 
 
