@@ -84,6 +84,15 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = ()) -> l
     return jobs
 
 
+def one_pack(datasets: Sequence[str], conditions: Sequence[str], overrides: Sequence[str] = ()) -> list:
+    """Every job of these sweeps as one mixed pack (group=all, no size bound): what the
+    benchmarks time as the pack `make reproduce-tables` would train together."""
+    from kanx.runner import make_packs, prepare_jobs
+
+    jobs = prepare_jobs([c for d in datasets for cond in conditions for c in sweep_jobs(d, cond, overrides)])
+    return make_packs(jobs, len(jobs), "all")[0]
+
+
 def _shared_part(full) -> tuple[object, Path, str]:
     """What the jobs of one composed config share, worked out once (copying the whole hydra
     node and resolving the run directory per job was half of composing the paper): the config

@@ -58,16 +58,15 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     from kanx.kan.spec import member_generators
-    from kanx.plan import sweep_jobs
-    from kanx.runner import make_packs, pack_data, prepare_jobs
+    from kanx.plan import one_pack
+    from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
     from kanx.vocab import CONDITIONS, condition_option
 
     device = torch.device(a.device)
     with tempfile.TemporaryDirectory() as tmp:
         extra = [f"results_root={tmp}", f"device={a.device}", "train.compile=false", f"seed={a.seeds}"]
-        jobs = prepare_jobs([c for d in a.datasets for cond in CONDITIONS for c in sweep_jobs(d, condition_option(cond), extra)])
-    pack = make_packs(jobs, len(jobs), "all")[0]
+        pack = one_pack(a.datasets, [condition_option(c) for c in CONDITIONS], extra)
     runs = [j.run for j in pack]
     datasets, _, x, y = pack_data(runs)
     trainer = Trainer(runs, x, y, datasets[0].n_train, device)

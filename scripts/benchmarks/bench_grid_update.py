@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     import kanx.kan.layer as layer
     from kanx.kan.spline import fit_coefficients
-    from kanx.plan import sweep_jobs
-    from kanx.runner import make_packs, pack_data, prepare_jobs
+    from kanx.plan import one_pack
+    from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
     from kanx.vocab import CONDITIONS, condition_option
 
@@ -46,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(a.device)
     with tempfile.TemporaryDirectory() as tmp:
         extra = [f"results_root={tmp}", f"device={a.device}", "train.compile=false", f"seed={a.seeds}"]
-        jobs = prepare_jobs([c for d in a.datasets for cond in conditions for c in sweep_jobs(d, cond, extra)])
-    pack = make_packs(jobs, len(jobs), "all")[0]
+        pack = one_pack(a.datasets, conditions, extra)
     runs = [j.run for j in pack]
     datasets, _, x, y = pack_data(runs)
     print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} ({'+'.join(a.datasets)}, seeds {a.seeds}), "

@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
     import kanx.curves
     from kanx.loggers import LoggerConfig, open_logger
-    from kanx.plan import sweep_jobs
-    from kanx.runner import make_packs, pack_data, prepare_jobs
+    from kanx.plan import one_pack
+    from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
     from kanx.vocab import CONDITIONS, condition_option
 
@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench_logging."))
     extra = [f"results_root={tmp}", f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}",
              f"seed={a.seeds}", f"train.epochs={a.epochs}", f"train.warmup={a.epochs // 4}", f"train.fc_warmup={a.epochs // 10}", "train.checkpoint_every=0"]
-    jobs = prepare_jobs([c for d in a.datasets for cond in conditions for c in sweep_jobs(d, cond, extra)])
-    pack = make_packs(jobs, len(jobs), "all")[0]
+    pack = one_pack(a.datasets, conditions, extra)
     runs = [j.run for j in pack]
     datasets, _, x, y = pack_data(runs)
     print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} ({'+'.join(a.datasets)}, seeds {a.seeds}); "
