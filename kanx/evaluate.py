@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,14 +51,34 @@ def score(saved: dict, dataset) -> dict:
     (kanx.kan.structure), of the model in ``saved`` (kanx.load.read_model_file's dict) on
     ``dataset``. The runner records these at the end of training and this command recomputes
     them, both from model.pt, through this one function: alone (M = 1, the run's own layout),
-    on the CPU, with the eager basis, so the numbers do not depend on the pack the run trained
-    in, the device or the compiled kernels, and agree bit for bit on one machine."""
+    on the CPU, with the eager basis and one thread (`one_thread`), so the numbers do not depend
+    on the pack the run trained in, the device, the compiled kernels or how many threads the
+    caller runs, and agree bit for bit on one machine."""
     from kanx.load import model_from_file
 
     return _score_model(model_from_file(saved), saved["scaling"], saved["gate_estimator"], dataset)
 
 
+@contextmanager
+def one_thread():
+    """Run the block on one intra-op thread, then restore the caller's count. A CPU matrix product
+    splits its sums by thread, so the same weights scored on two threads and on one differ in the
+    last bits of float32, and a chaotic rollout grows that to 1e-5 relative (a 2-thread
+    `kanx.evaluate` of runs scored inside 1-thread trainings disagreed in every Ikeda cell)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _score_model(model, scaling, estimator: str, dataset) -> dict:
+    with one_thread():
+        return _score_model_alone(model, scaling, estimator, dataset)
+
+
+def _score_model_alone(model, scaling, estimator: str, dataset) -> dict:
     from kanx.data import evaluate_members
     from kanx.kan.structure import model_structure, model_used_inputs
 

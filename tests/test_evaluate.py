@@ -1,6 +1,7 @@
 """kanx.evaluate: a finished run scored again from its weights gives the metrics its record holds."""
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers import TOY, train_run
@@ -60,3 +61,45 @@ def test_runs_of_a_mixed_pack_score_alone_as_their_records_say(tmp_path, capsys)
     assert {json.loads((d / records.RECORD).read_text())["timing"]["pack_size"] for _, d in configs} == {6}
     assert evaluate([str(tmp_path)]) == 0
     assert "6 agree, 0 differ" in capsys.readouterr().out
+
+
+def test_scoring_runs_on_one_thread_whatever_the_caller_runs(tmp_path, capsys, monkeypatch):
+    """The record is scored inside a training that may run one thread per pack, and kanx.evaluate
+    runs with the machine's default; both score on one thread, so they agree bit for bit."""
+    import torch
+
+    import kanx.data
+
+    run_dir = ikeda_run(tmp_path)
+    seen, real = [], kanx.data.evaluate_members
+    monkeypatch.setattr(kanx.data, "evaluate_members", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert evaluate([str(run_dir)]) == 0
+        assert torch.get_num_threads() == 2  # the caller's count is restored
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1]
+    assert "1 agree, 0 differ" in capsys.readouterr().out
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "paper"
+
+
+@pytest.mark.parametrize("run", ["ikeda/X/default/beta=0.01,seed=1", "ikeda/EFX/default/beta=0.1,seed=2"])
+def test_committed_ikeda_runs_score_from_their_weights_as_their_records_say(run, capsys):
+    """The full-protocol records under results/paper were scored inside their trainings; their
+    model.pt, rebuilt data and kanx.evaluate give the same metrics bit for bit (every Ikeda run:
+    the long test below)."""
+    assert evaluate([str(RESULTS / run)]) == 0, capsys.readouterr().out
+    assert "1 agree, 0 differ" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.long  # every committed Ikeda run, about 3 s each (make test-full)
+def test_every_committed_ikeda_run_scores_from_its_weights_as_its_record_says(capsys):
+    code = evaluate([str(RESULTS / "ikeda"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert " 0 differ, 0 cannot be scored, 0 without model.pt" in out
