@@ -169,10 +169,8 @@ class Trainer:
         an epoch, the noise in the slots of the model's member layout (members.noise_slots:
         [egate noise | exit noise], each member's draws at its own indices), as tensor
         operations on the pack's device (``epoch`` may be a device tensor: a CUDA graph's counter)."""
-        at = draws.at_epoch(self.streams, epoch)
-        perm = draws.orders(at, self.x.shape[1])
-        noise = torch.cat([draws.noise(at, purpose, n_batches, own) for purpose, own in self.model.members.noise_slots().items()], dim=-1)
-        return perm, noise
+        compiled = self.train_cfg.compile and self.device.type == "cpu"  # on a GPU they run in the epoch's graph
+        return draws.epoch_draws(self.streams, epoch, self.x.shape[1], n_batches, self.model.members.noise_slots(), compiled)
 
     def shuffled(self, perm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's training data (M, N, n_0), (M, N, n_L) in its epoch order ``perm`` (M, N)."""

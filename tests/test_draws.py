@@ -3,6 +3,7 @@ its seed and what they are for, the same alone and in packs of any make-up, exac
 arithmetic on every backend. tests/test_cuda.py checks that a GPU draws the same numbers."""
 
 import numpy as np
+import pytest
 import torch
 from helpers import toy_data
 from test_mixed_packs import mixed_runs
@@ -40,10 +41,29 @@ def test_uniforms_lie_inside_the_unit_interval_and_look_uniform():
 
 
 def test_orders_are_permutations_that_change_with_seed_and_epoch():
+    for n in (1, 2, 3, 5, 17, 64, 300, 1000, 1024, 1025, 3000):  # powers of 4 need no compaction, the others do
+        order = draws.orders(epoch(range(3), 7), n)
+        assert torch.equal(order.sort(1).values, torch.arange(n).expand(3, n)), n
     a, b = draws.orders(epoch([0, 1], 0), 300), draws.orders(epoch([0, 1], 1), 300)
-    assert torch.equal(a.sort(1).values, torch.arange(300).expand(2, 300))
     assert not torch.equal(a[0], a[1]) and not torch.equal(a[0], b[0])
     assert torch.equal(a, draws.orders(epoch([0, 1], 0), 300))  # a function of its counter, nothing else
+
+
+def test_orders_put_every_sample_in_every_batch_alike_and_split_neighbours_as_chance_does():
+    """A Feistel network of few rounds on small halves could keep structure (neighbours in one
+    batch, a sample held to some batches); over 400 member-epochs of 1,000 samples in 8 batches
+    neither shows beyond chance."""
+    n, n_batches = 1000, 8
+    orders = torch.cat([draws.orders(epoch(range(20), e), n) for e in range(20)])  # (400, n)
+    batch_of = torch.empty_like(orders)
+    batch_of.scatter_(1, orders, (torch.arange(n) * n_batches // n).expand_as(orders))  # sample -> its batch
+    counts = torch.stack([(batch_of == b).sum(0) for b in range(n_batches)]).double()  # (batches, samples)
+    expected = orders.shape[0] / n_batches
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 7 * n + 5 * (2 * 7 * n) ** 0.5  # 7,000 degrees of freedom: 5 sigma
+    pairs = batch_of[:, :-1] == batch_of[:, 1:]  # samples i and i + 1 in one batch
+    together = pairs.double().mean()
+    assert abs(together - 1 / n_batches) < 15 * (1 / n_batches / pairs.numel()) ** 0.5  # 5 sigma, tripled: pairs share epochs
 
 
 def test_purposes_epochs_and_steps_draw_apart():
@@ -86,3 +106,13 @@ def test_slots_a_member_lacks_hold_one_half():
     _, noise = pack.epoch_draws(0, 4)
     lacking = torch.cat([pack.model.members.egate_index, pack.model.members.exit_index], dim=1) < 0
     assert lacking.any() and (noise[:, lacking] == 0.5).all()
+
+
+@pytest.mark.slow  # torch.compile's first call (make test-full)
+def test_compiled_draws_are_the_eager_draws_bit_for_bit():
+    own = {draws.EGATE: torch.tensor([[0, 1, 2, -1], [3, 0, -1, -1]]), draws.EXIT: torch.tensor([[0, 1], [1, -1]])}
+    keys = draws.streams(draws.member_keys([4, 9]))
+    for e, n in ((0, 300), (3, 256)):
+        eager = draws.epoch_draws(keys, e, n, 5, own)
+        compiled = draws.epoch_draws(keys, e, n, 5, own, compiled=True)
+        assert all(torch.equal(a, b) for a, b in zip(eager, compiled, strict=True))

@@ -1,8 +1,9 @@
 """Time an epoch's random draws for a large mixed pack: the per-member generator loop kanx used
 before counter-based draws (each member's torch.Generator drawing its minibatch order and its
 noise in turn, on the host) against kanx.draws (every member at once, as tensor operations on
-the pack's device). Both are measured in this run, interleaved; prints milliseconds per epoch
-and the ratio; nothing is written.
+the pack's device), eager and as one torch.compile kernel (what a CPU pack with train.compile
+uses). All are measured in this run, interleaved; prints milliseconds per epoch and the
+ratios; nothing is written.
 
     python scripts/benchmarks/bench_draws.py [--device cpu|cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--repeats 20]
 
@@ -76,14 +77,27 @@ def main(argv: list[str] | None = None) -> int:
     generators = member_generators([r.seed for r in runs], stream=1)
     print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} threads; pack of {len(pack)} "
           f"({'+'.join(a.datasets)}, seeds {a.seeds}), N = {n}, {n_batches} batches an epoch, {sum(widths) * n_batches:,} noise values", flush=True)
-    before = after = float("inf")
+    from kanx import draws
+
+    slots = trainer.model.members.noise_slots()
+
+    def kanx_draws(compiled: bool):
+        return lambda: draws.epoch_draws(trainer.streams, epoch, n, n_batches, slots, compiled)
+
     epoch = 0
+    compile_s = time.perf_counter()
+    kanx_draws(True)()  # torch.compile's first call, not timed
+    compile_s = time.perf_counter() - compile_s
+    best = {"before": float("inf"), "eager": float("inf"), "compiled": float("inf")}
     for _ in range(3):  # interleaved rounds: a load change on the host hits both sides alike
-        before = min(before, timed(lambda: generator_draws(generators, n, n_batches, widths), a.repeats, torch.device("cpu")))
-        after = min(after, timed(lambda: trainer.epoch_draws(epoch, n_batches), a.repeats, device))
-    print(f"  per-member generators on the host (before): {before:.2f} ms per epoch")
-    print(f"  kanx.draws on {device.type} (after):             {after:.2f} ms per epoch")
-    print(f"draws for an epoch of {len(pack)} members: after / before = {after / before:.2f}")
+        best["before"] = min(best["before"], timed(lambda: generator_draws(generators, n, n_batches, widths), a.repeats, torch.device("cpu")))
+        best["eager"] = min(best["eager"], timed(kanx_draws(False), a.repeats, device))
+        best["compiled"] = min(best["compiled"], timed(kanx_draws(True), a.repeats, device))
+    print(f"  per-member generators on the host (before): {best['before']:.2f} ms per epoch")
+    print(f"  kanx.draws on {device.type}, eager (after):      {best['eager']:.2f} ms per epoch")
+    print(f"  kanx.draws on {device.type}, compiled (after):   {best['compiled']:.2f} ms per epoch (first call, compiling: {compile_s:.0f} s)")
+    print(f"draws for an epoch of {len(pack)} members: eager / before = {best['eager'] / best['before']:.3f}, "
+          f"compiled / before = {best['compiled'] / best['before']:.3f}")
     return 0
 
 
