@@ -110,10 +110,8 @@ class TrainedRun:
         return out.numpy() if as_numpy else out
 
     def formula(self, **options):
-        """The run's symbolic formula (kanx.formula.formula_of_run; options: tolerance,
-        simplicity, primitives)."""
-        from kanx.formula import formula_of_run
-
+        """The run's symbolic formula (formula_of_run; options: tolerance, simplicity,
+        primitives)."""
         return formula_of_run(self, **options)
 
 
@@ -171,3 +169,22 @@ def load_finished_run(run_dir):
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ConfigError(f"{run_dir}: its record.json and model.pt do not load as a kanx run ({type(e).__name__}: {first}); "
                           "re-run the run with overwrite=true") from None
+
+
+def formula_of_run(run: TrainedRun, **options):
+    """kanx.symbolic.export() of a TrainedRun on its rebuilt training and test data (a
+    kanx.symbolic.Formula; options: tolerance, simplicity, primitives, full_simplify), the
+    options checked before the data are rebuilt. kanx.symbolic imports nothing from here:
+    it is imported when a formula is asked for (sympy is slow to import)."""
+    from kanx.symbolic import export
+    from kanx.symbolic_fit import DEFAULT_PRIMITIVES, SIMPLICITY, check_options
+
+    check_options(options.get("primitives", DEFAULT_PRIMITIVES), options.get("simplicity", SIMPLICITY), options.get("tolerance"))
+    ds = rebuild_dataset(run)
+    f = export(run.model, run.scaling, ds.x_train, ds.y_train, ds.x_test, ds.y_test, run.input_names or ds.input_names,
+               run.output_names or ds.output_names, run.gate_estimator, **options)
+    rec = (run.record.get("metrics") or {}).get("test_rmse")
+    f.metrics["record_test_rmse"] = rec
+    if ds.dynamical:
+        f.metrics["note"] = "one-step test RMSE (the record's test_rmse is the rollout RMSE)"
+    return f

@@ -249,7 +249,7 @@ def test_the_distractor_study_composes_its_sweeps_and_tabulates_recovery(tmp_pat
 
 
 def test_the_formula_export_leaves_out_a_closed_input_and_a_closed_node():
-    from kanx.formula import contributing_edges
+    from kanx.symbolic import contributing_edges
 
     x = torch.rand(64, 3) * 2 - 1
     model = GatedKAN(SPEC, Condition.from_name("EFXNI"), seeds=[0])

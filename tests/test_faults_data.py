@@ -18,7 +18,7 @@ import torch
 from helpers import TOY, cli, train_run
 
 import kanx
-from kanx import formula
+from kanx import formula, symbolic, symbolic_fit
 from kanx.data import load_dataset
 from kanx.draw import command as draw_cli
 from kanx.errors import ConfigError, DataError
@@ -225,15 +225,15 @@ def test_formula_options_out_of_range_stop_before_the_run_is_read(finished, monk
 
 def test_formula_api_checks_the_same_ranges_before_fitting(finished, monkeypatch):
     run = kanx.load_run(finished)
-    monkeypatch.setattr(formula, "contributing_edges", lambda *a, **k: pytest.fail("fitted before the options were checked"))
+    monkeypatch.setattr(symbolic, "contributing_edges", lambda *a, **k: pytest.fail("fitted before the options were checked"))
     for options in ({"tolerance": -1.0}, {"tolerance": float("nan")}, {"simplicity": -1.0}, {"primitives": []}):
         with pytest.raises(ConfigError, match="out of range|no primitives"):
             run.formula(**options)
     with pytest.raises(ConfigError, match="simplicity nan"):
-        formula.fit_curve(np.linspace(0, 1, 11), np.linspace(0, 1, 11) ** 2, simplicity=float("nan"))
+        symbolic_fit.fit_curve(np.linspace(0, 1, 11), np.linspace(0, 1, 11) ** 2, simplicity=float("nan"))
 
 
 def test_the_bounds_themselves_are_allowed(finished, tmp_path):
-    formula.check_options(["x"], 0.0, 0.0)  # 0 keeps every edge a spline: allowed, if slow on a big network
+    symbolic_fit.check_options(["x"], 0.0, 0.0)  # 0 keeps every edge a spline: allowed, if slow on a big network
     assert formula.main([str(finished), "--simplicity", "0", "--primitives", "0,x", "--no-figure", "--out", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "formula.json").read_text())["settings"]["simplicity"] == 0

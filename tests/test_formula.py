@@ -1,4 +1,4 @@
-"""kanx.formula: symbolic export of a trained run.
+"""kanx.formula, kanx.symbolic and kanx.symbolic_fit: symbolic export of a trained run.
 
 The fit is checked on known functions (each primitive recovered from its own samples under an
 affine map); composition on hand-built GatedKANs whose edges are splines of known functions
@@ -20,7 +20,7 @@ import torch
 from helpers import flat_edge, train_run
 
 import kanx
-from kanx import formula
+from kanx import formula, symbolic, symbolic_fit
 from kanx.data import Scaling
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.spline import fit_coefficients
@@ -50,7 +50,7 @@ def test_each_primitive_recovered_under_an_affine_map(name):
     f, (a, b) = PRIMITIVE_CASES[name]
     x = np.linspace(-0.7, 1.3, 201)
     y = -1.3 * f(a * x + b) + 0.4
-    fits = formula.fit_curve(x, y)
+    fits = symbolic_fit.fit_curve(x, y)
     best = fits[0]
     assert best.primitive == name, [(g.primitive, g.score) for g in fits[:3]]
     assert best.r2 > 1 - 1e-9
@@ -62,17 +62,17 @@ def test_each_primitive_recovered_under_an_affine_map(name):
 
 def test_flat_curve_is_zero_and_poor_fits_lose_to_zero():
     x = np.linspace(-1, 1, 101)
-    assert formula.fit_curve(x, np.full_like(x, 0.3))[0].primitive == "0"
+    assert symbolic_fit.fit_curve(x, np.full_like(x, 0.3))[0].primitive == "0"
     noise = np.random.default_rng(0).normal(size=x.shape)
-    assert formula.fit_curve(x, noise)[0].primitive == "0"
+    assert symbolic_fit.fit_curve(x, noise)[0].primitive == "0"
     # the generating function of Nguyen F1 is a general cubic, not an affine x^3
-    best = formula.fit_curve(x, x**3 + x**2 + x)[0]
+    best = symbolic_fit.fit_curve(x, x**3 + x**2 + x)[0]
     assert best.primitive == "cubic" and np.allclose(best.poly, [0, 1, 1, 1], atol=1e-9)
 
 
 def test_unknown_primitive_is_refused():
     with pytest.raises(ValueError, match="unknown primitive"):
-        formula.fit_curve(np.linspace(0, 1, 11), np.linspace(0, 1, 11), primitives=["x", "gamma"])
+        symbolic_fit.fit_curve(np.linspace(0, 1, 11), np.linspace(0, 1, 11), primitives=["x", "gamma"])
 
 
 # ------------------------------------------------------------------ hand-built networks
@@ -121,7 +121,7 @@ def _network(model, scaling, x_raw) -> np.ndarray:
 def _export(model, truth, **kw):
     x_train, x_test = _raw_points(512, 0), _raw_points(256, 1)
     y_train, y_test = truth(x_train[:, 0], x_train[:, 1])[:, None], truth(x_test[:, 0], x_test[:, 1])[:, None]
-    return formula.export(model, SCALING, x_train, y_train, x_test, y_test, ("x", "y"), ("z",), **kw), x_test
+    return symbolic.export(model, SCALING, x_train, y_train, x_test, y_test, ("x", "y"), ("z",), **kw), x_test
 
 
 def _fc_model():
@@ -216,7 +216,7 @@ def test_raw_unit_mapping_of_symbolic_edges():
     other = Scaling(torch.tensor([10.0, 0.0], dtype=torch.float64), torch.tensor([0.5, 1.0], dtype=torch.float64),
                     torch.tensor([4.0], dtype=torch.float64), torch.tensor([0.1], dtype=torch.float64), "minmax", True)
     xr = np.stack([np.linspace(9.5, 10.5, 64), np.zeros(64)], axis=1)
-    g = formula.export(model, other, xr, input_names=("x", "y"))
+    g = symbolic.export(model, other, xr, input_names=("x", "y"))
     assert np.abs(g.lambdified()(xr) - _network(model, other, xr)).max() < 1e-4
 
 

@@ -136,6 +136,37 @@ def test_no_import_cycle_between_draw_and_analyze():
     assert not from_draw, f"kanx.draw reaches the analysis: {[' -> '.join(c) for c in from_draw.values()]}"
 
 
+def code_graph() -> dict[str, set[str]]:
+    """import_graph() with function-level imports counted, except in a package's __init__,
+    which counts with its import-time imports only (kanx's lazy ``load_run`` imports kanx.load
+    when that attribute is asked for; every module would otherwise reach kanx.load through kanx)."""
+    return {m: imports_of(m, path, path.name == "__init__.py") for m, path in MODULES.items()}
+
+
+def cycle_between(graph: dict[str, set[str]], a: str, b: str) -> str | None:
+    """The import chains a -> ... -> b and b -> ... -> a, if both exist."""
+    there, back = reachable(graph, {a}).get(b), reachable(graph, {b}).get(a)
+    return f"{' -> '.join(there)} and {' -> '.join(back)}" if there and back else None
+
+
+@pytest.mark.parametrize("a, b", [("kanx.formula", "kanx.load"), ("kanx.symbolic", "kanx.load"), ("kanx.kan.network", "kanx.kan.structure")])
+def test_no_import_cycle(a, b):
+    # kanx.formula (the command) reads a run with kanx.load, which builds the formula with
+    # kanx.symbolic (at call time); kanx.symbolic imports neither. The model (kanx.kan.network)
+    # needs no structure metrics; kanx.kan.shapes holds the stage shapes both use.
+    cycle = cycle_between(code_graph(), a, b)
+    assert cycle is None, f"import cycle: {cycle}"
+
+
+def test_the_cycle_check_finds_a_cycle():
+    graph = code_graph()
+    assert "kanx.load" in graph["kanx.formula"] and "kanx.symbolic" in graph["kanx.load"]  # the allowed directions
+    graph["kanx.symbolic"] = graph["kanx.symbolic"] | {"kanx.load"}  # as a `from kanx.load import ...` inside a function
+    assert cycle_between(graph, "kanx.symbolic", "kanx.load") == "kanx.symbolic -> kanx.load and kanx.load -> kanx.symbolic"
+    graph["kanx.load"] = graph["kanx.load"] | {"kanx.formula"}  # as TrainedRun.formula did before issue #35
+    assert cycle_between(graph, "kanx.formula", "kanx.load") == "kanx.formula -> kanx.load and kanx.load -> kanx.formula"
+
+
 def test_no_launcher_imports_the_entry_module():
     # kanx.train is Hydra's entry point; what the launchers share with it (fail,
     # discard_if_empty) lives in kanx.errors and kanx.records.

@@ -24,7 +24,7 @@ from kanx.kan.shapes import stage_shapes  # plain Python and numpy only: the kan
 from kanx.kan.structure import trace
 
 from .collect import active_runs, metric_values
-from .labels import BASELINE, CONDITIONS, GATED, STATUSES, UNGATED, dataset_rank, family_rank
+from .labels import BASELINE, GATED, OTHER_CONDITIONS, STATUSES, UNGATED, condition_rank, dataset_rank, family_rank, with_others
 
 # Short metric names used in column prefixes (and in the published CSV format).
 METRIC_PREFIX: dict[str, str] = {
@@ -55,6 +55,11 @@ def expected_grid(runs: pd.DataFrame, launched: Sequence[tuple[str, str, float]]
     conditions: the union of the betas of the gated conditions over the whole family (so a
     beta that one Nguyen problem lacks is still expected there). Betas seen in a cell are
     always kept, even where unexpected (e.g. a Baseline at beta 0.1).
+
+    Other factor sets (with N or I, labels.OTHER_CONDITIONS), after the paper's eight: those
+    the family has records of (or launched), each at the betas it was run (or launched) at in
+    the family. They add no beta to the paper's eight, so the paper's grid is the same with or
+    without them.
     """
     runs = active_runs(runs)
     if launched is not None:
@@ -63,18 +68,22 @@ def expected_grid(runs: pd.DataFrame, launched: Sequence[tuple[str, str, float]]
     for dataset in sorted(runs["dataset"].unique(), key=dataset_rank):
         mine = runs[runs["dataset"] == dataset]
         family = mine["family"].iloc[0]
-        fam = runs[(runs["family"] == family) & runs["condition"].isin(GATED)]
+        in_family = runs[runs["family"] == family]
+        fam = in_family[in_family["condition"].isin(GATED)]
         gated_betas = set(fam["beta"])
-        conditions = CONDITIONS
+        conditions = with_others(in_family["condition"])
+        named_betas = in_family.groupby("condition")["beta"].agg(set).to_dict()
         if launched is not None:
-            ours = launched[launched["dataset"].isin(runs.loc[runs["family"] == family, "dataset"])]
+            ours = launched[launched["dataset"].isin(in_family["dataset"])]
             gated_betas |= set(ours.loc[ours["condition"].isin(GATED), "beta"])
             named = set(ours["condition"]) | set(mine["condition"])
-            conditions = [c for c in CONDITIONS if c in named]
+            conditions = [c for c in with_others(named | set(in_family["condition"])) if c in named or c in OTHER_CONDITIONS]
+            for condition, betas in ours.groupby("condition")["beta"]:
+                named_betas[condition] = named_betas.get(condition, set()) | set(betas)
         for condition in conditions:
             seen = set(mine.loc[mine["condition"] == condition, "beta"])
-            betas = seen | ({0.0} if condition in UNGATED else gated_betas)
-            rows += [(dataset, family, condition, beta) for beta in sorted(betas)]
+            expected = {0.0} if condition in UNGATED else gated_betas if condition in GATED else named_betas.get(condition, set())
+            rows += [(dataset, family, condition, beta) for beta in sorted(seen | expected)]
     return pd.DataFrame(rows, columns=["dataset", "family", "condition", "beta"])
 
 
@@ -105,7 +114,7 @@ def seed_medians(runs: pd.DataFrame, complete: bool = True) -> pd.DataFrame:
 
 
 def _sorted_cells(table: pd.DataFrame) -> pd.DataFrame:
-    key = table.assign(_d=table["dataset"].map(dataset_rank), _c=table["condition"].map(CONDITIONS.index))
+    key = table.assign(_d=table["dataset"].map(dataset_rank), _c=table["condition"].map(condition_rank))
     key = key.sort_values(["_d", "_c", "beta"], kind="stable")
     return key.drop(columns=["_d", "_c"]).reset_index(drop=True)
 
@@ -215,7 +224,7 @@ def log_ratio_summary(ratios: pd.DataFrame, by: str = "family") -> pd.DataFrame:
         )
     table = pd.DataFrame(rows, columns=["panel", "metric", "condition", "beta", "mean", "sem", "n_pairs", "n_runs"])
     rank = dataset_rank if by == "dataset" else family_rank
-    table = table.assign(_p=table["panel"].map(rank), _c=table["condition"].map(CONDITIONS.index))
+    table = table.assign(_p=table["panel"].map(rank), _c=table["condition"].map(condition_rank))
     table = table.sort_values(["_p", "_c", "beta"], kind="stable").drop(columns=["_p", "_c"])
     return table.reset_index(drop=True)
 

@@ -40,9 +40,9 @@ from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import MANIFEST as MANIFEST_NAME
 from kanx.vocab import RECORD as RECORD_NAME
-from kanx.vocab import RECORD_METRICS, RECORD_ROLLOUT, RECORD_TIMING, SCHEMA_VERSION
+from kanx.vocab import RECORD_METRICS, RECORD_ROLLOUT, RECORD_SELECTED_INPUTS, RECORD_TIMING, SCHEMA_VERSION, condition_name_problem
 
-from .labels import CONDITIONS, UNGATED, USABLE_STATUSES, dataset_rank, family_of
+from .labels import ALL_CONDITIONS, UNGATED, USABLE_STATUSES, condition_rank, dataset_rank, family_of
 
 METRICS, TIMING = RECORD_METRICS, RECORD_TIMING
 RUN_COLUMNS: tuple[str, ...] = (
@@ -155,8 +155,8 @@ def _row(record: dict, path: str, rollout_horizon: Horizons = None) -> dict:
     if record.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
         raise ValueError(f"schema_version {record.get('schema_version')!r} is not {SCHEMA_VERSION}")
     condition = str(record["condition"])
-    if condition not in CONDITIONS:
-        raise ValueError(f"condition {condition!r} is not one of {', '.join(CONDITIONS)}")
+    if condition not in ALL_CONDITIONS:  # one of the paper's eight, or another factor set (kanx.vocab.Condition)
+        raise ValueError(condition_name_problem(condition) or f"condition {condition!r} is not a condition")
     dataset = str(record["dataset"])
     metrics = record.get("metrics") or {}
     horizon = horizon_for(dataset, rollout_horizon)
@@ -262,7 +262,7 @@ def sort_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Registry order: dataset, condition, beta, seed, then path."""
     order = runs.assign(
         _g=runs["dataset"].map(dataset_rank),
-        _c=runs["condition"].map(CONDITIONS.index),
+        _c=runs["condition"].map(condition_rank),
     )
     order = order.sort_values(["_g", "_c", "beta", "seed", "path"], kind="stable")
     return order.drop(columns=["_g", "_c"]).reset_index(drop=True)
@@ -279,11 +279,14 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
     ``usable`` marks the runs that enter medians and log-ratios (status ok or collapsed).
     ``attrs["skipped"]`` lists (path, reason) for records that do not count;
     ``attrs["config_mixes"]`` the cells whose records are of more than one setup: per left-out
-    setup a dict of dataset, condition, beta, kept (paths), left_out (paths) and differs (text).
+    setup a dict of dataset, condition, beta, kept (paths), left_out (paths) and differs (text);
+    ``attrs["selected_inputs"]`` path -> the input names a record with input gates (I) keeps
+    (its metrics.selected_inputs; kanx.analyze.inputs tabulates them).
     """
     root = Path(root)
     paths, skipped = find_records(root)
     rows, mtimes, setups, launched = [], [], [], launched_in_manifests(root)
+    selected: dict[str, tuple[str, ...]] = {}
     for path in paths:
         rel = path.relative_to(root).as_posix()
         if datasets is not None and _dataset_of(path) not in (*datasets, None):
@@ -304,17 +307,21 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
             continue
         rows.append(row)
         setups.append(setup)
+        chosen = (record.get("metrics") or {}).get(RECORD_SELECTED_INPUTS)
+        if isinstance(chosen, list):  # a condition with input gates (I): the inputs its model keeps
+            selected[rel] = tuple(str(name) for name in chosen)
         mtimes.append((path.parent / DONE_NAME).stat().st_mtime_ns)
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     mixes = []
     if len(runs):
         runs = _mark_superseded(runs, mtimes, setups)
-        mixes = sorted(runs.attrs["config_mixes"], key=lambda m: (dataset_rank(m["dataset"]), CONDITIONS.index(m["condition"]), m["beta"]))
+        mixes = sorted(runs.attrs["config_mixes"], key=lambda m: (dataset_rank(m["dataset"]), condition_rank(m["condition"]), m["beta"]))
         runs = sort_runs(runs)
     runs = runs.astype({"usable": bool, "superseded": bool, "beta": float, **{c: "Int64" for c in INTEGER_COLUMNS}})
     runs.attrs["skipped"] = sorted(skipped)
     runs.attrs["config_mixes"] = mixes
     runs.attrs["rollout_horizon"] = rollout_horizon
+    runs.attrs["selected_inputs"] = selected
     # a tuple, not a frame: pandas compares attrs when it combines frames
     runs.attrs["launched"] = tuple(sorted({c for c in launched if c is not None and (datasets is None or c[0] in datasets)}))
     return runs
@@ -332,7 +339,7 @@ def _launched_cell(entry: dict) -> tuple[str, str, float] | None:
     """(dataset, condition, beta) a record or a manifest entry names; None if it names none."""
     try:
         condition = str(entry["condition"])
-        return (str(entry["dataset"]), condition, canonical_beta(entry.get("beta"), condition)) if condition in CONDITIONS else None
+        return (str(entry["dataset"]), condition, canonical_beta(entry.get("beta"), condition)) if condition in ALL_CONDITIONS else None
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -19,10 +19,17 @@ from matplotlib.ticker import LogFormatter
 
 from .collect import active_runs
 from .hypervolume import pareto_front
-from .labels import BASELINE, CONDITIONS, GATED
+from .labels import ALL_CONDITIONS, BASELINE, CONDITIONS, OTHER_CONDITIONS, condition_rank, is_gated, with_others
 from .tables import format_beta
 
 PLOTTED = tuple(c for c in CONDITIONS if c != BASELINE)  # Baseline vs itself is 0 by definition
+
+
+def plotted(*summaries: pd.DataFrame) -> tuple[str, ...]:
+    """The conditions on a log-ratio figure's x axis: the paper's seven, then the other factor sets
+    the summaries hold (labels.with_others)."""
+    present = set().union(*(set(s["condition"]) for s in summaries))
+    return tuple(c for c in with_others(present) if c != BASELINE)
 ROWS = (
     ("A", "log10(RMSE$_{base}$ / RMSE)\n> 0: lower RMSE than baseline"),
     ("B", "log10(edges$_{base}$ / edges)\n> 0: fewer edges than baseline"),
@@ -37,15 +44,16 @@ def beta_colors(betas: Sequence[float]) -> dict[float, tuple]:
     return {b: cmap(p) for b, p in zip(betas, positions, strict=True)}
 
 
-def _draw_panel(ax, summary: pd.DataFrame, colors: dict[float, tuple]) -> None:
+def _draw_panel(ax, summary: pd.DataFrame, colors: dict[float, tuple], conditions: Sequence[str] = PLOTTED) -> None:
     betas = sorted(colors)
     width = 0.8 / len(betas)
-    for x in range(len(PLOTTED) - 1):
+    conditions = list(conditions)
+    for x in range(len(conditions) - 1):
         ax.axvline(x + 0.5, color="0.92", lw=0.8, zorder=0)
     ax.axhline(0.0, color="0.3", lw=0.9, ls="--", zorder=1)
-    shown = summary[summary["condition"].isin(PLOTTED) & (summary["n_pairs"] > 0)]
+    shown = summary[summary["condition"].isin(conditions) & (summary["n_pairs"] > 0)]
     for beta, points in shown.groupby("beta"):
-        x = points["condition"].map(PLOTTED.index) + (betas.index(beta) - (len(betas) - 1) / 2) * width
+        x = points["condition"].map(conditions.index) + (betas.index(beta) - (len(betas) - 1) / 2) * width
         sem = points["sem"].fillna(0.0)  # no bar with fewer than two pairs
         ax.errorbar(
             x,
@@ -68,8 +76,10 @@ def _draw_panel(ax, summary: pd.DataFrame, colors: dict[float, tuple]) -> None:
             transform=ax.transAxes,
             color="0.4",
         )
-    ax.set_xticks(range(len(PLOTTED)), PLOTTED)
-    ax.set_xlim(-0.6, len(PLOTTED) - 0.4)
+    ax.set_xticks(range(len(conditions)), conditions)
+    if len(conditions) > len(PLOTTED):  # other factor sets too: longer names, more of them
+        ax.tick_params(axis="x", labelrotation=90)
+    ax.set_xlim(-0.6, len(conditions) - 0.4)
     ax.tick_params(axis="x", length=0)
     ax.grid(axis="y", color="0.9", lw=0.6)
     ax.set_axisbelow(True)
@@ -90,6 +100,7 @@ def log_ratio_figure(
     """
     betas = set(rmse["beta"]) | set(edges["beta"])
     colors = beta_colors(betas or {0.0})
+    conditions = plotted(rmse, edges)  # the paper's seven, then other factor sets
     chunks = [list(panels[i : i + max_cols]) for i in range(0, len(panels), max_cols)] or [[]]
     ncols = max(1, min(max_cols, len(panels)))
     fig = Figure(figsize=(3.3 * ncols + 0.8, 2.9 * 2 * len(chunks) + 0.6), layout="constrained")
@@ -102,7 +113,7 @@ def log_ratio_figure(
                 if j >= len(chunk):
                     ax.set_visible(False)
                     continue
-                _draw_panel(ax, summary[summary["panel"] == chunk[j]], colors)
+                _draw_panel(ax, summary[summary["panel"] == chunk[j]], colors, conditions)
                 if r == 0:
                     ax.set_title(panel_label(chunk[j]), fontsize=11, weight="bold")
                 if j == 0:
@@ -138,6 +149,16 @@ CONDITION_COLORS: dict[str, str] = {
     "EX": "tab:green",
     "EFX": "tab:purple",
 }
+
+
+def condition_color(condition: str):
+    """CONDITION_COLORS, and for another factor set a colour of its own (tab20b, by its place in
+    labels.OTHER_CONDITIONS), the same in every figure."""
+    if condition in CONDITION_COLORS:
+        return CONDITION_COLORS[condition]
+    return colormaps["tab20b"](OTHER_CONDITIONS.index(condition) % 20)
+
+
 DEPTH_MARKERS: tuple[str, ...] = ("X", "o", "s", "^", "D", "v", "P", "*", "h")  # depth 0 (collapsed), 1, 2, ...
 PARETO_COLUMNS: tuple[str, ...] = ("dataset", "condition", "beta", "seed", "test_rmse", "contributing_edges", "depth", "path")
 
@@ -158,20 +179,20 @@ def pareto_runs(runs: pd.DataFrame, dataset: str) -> pd.DataFrame:
     values = mine[["test_rmse", "contributing_edges", "depth"]].astype(float)
     mine = mine[np.isfinite(values).all(axis=1)]
     fronts = []
-    for condition in CONDITIONS:
+    for condition in ALL_CONDITIONS:
         points = mine[mine["condition"] == condition]
         if len(points):
             fronts.append(points[pareto_front(points[["test_rmse", "contributing_edges"]].to_numpy(float))])
     if not fronts:
         return pd.DataFrame(columns=list(PARETO_COLUMNS))
     front = pd.concat(fronts)[list(PARETO_COLUMNS)]
-    order = front.assign(_c=front["condition"].map(CONDITIONS.index))
+    order = front.assign(_c=front["condition"].map(condition_rank))
     return order.sort_values(["_c", "contributing_edges", "test_rmse", "beta", "seed"], kind="stable").drop(columns="_c").reset_index(drop=True)
 
 
 def _hv_text(condition: str, hv_norm: Mapping[str, float]) -> str:
     value = hv_norm.get(condition, math.nan)
-    if condition not in GATED:
+    if not is_gated(condition):
         return "HV –"
     return f"HV {value:.3f}" if math.isfinite(value) else "HV missing"
 
@@ -190,10 +211,11 @@ def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str,
     zero = front["contributing_edges"].astype(float) == 0
     rest = rmse[~zero]
     off_scale = front[zero & (rmse > 2 * rest.max())] if len(rest) else front.iloc[:0]
-    for condition in CONDITIONS:
+    others = set(front["condition"]) | {c for c, v in hv_norm.items() if math.isfinite(v)}
+    for condition in with_others(others):  # the paper's eight, then other factor sets with runs or an HV
         points = front[front["condition"] == condition]
-        color = CONDITION_COLORS[condition]
-        style = "-" if condition in GATED else "--"
+        color = condition_color(condition)
+        style = "-" if is_gated(condition) else "--"
         label = f"{condition:<8} {_hv_text(condition, hv_norm)}" + ("" if len(points) else " (no runs)")
         handles.append(Line2D([], [], color=color, ls=style, lw=1.6, label=label))
         if points.empty:
@@ -216,7 +238,7 @@ def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str,
             top = hi * (hi / lo) ** 0.12 if log else hi + 0.12 * max(hi - lo, 0.05 * hi)
             ax.set_ylim(lo / (hi / lo) ** 0.06 if log else lo - 0.06 * max(hi - lo, 0.05 * hi), top)
             for condition, group in off_scale.groupby("condition", sort=False):
-                ax.scatter([0.0], [top], marker=depth_marker(group["depth"].min()), s=46, color=CONDITION_COLORS[condition], edgecolors="black",
+                ax.scatter([0.0], [top], marker=depth_marker(group["depth"].min()), s=46, color=condition_color(condition), edgecolors="black",
                            linewidths=0.5, zorder=4, clip_on=False)
             text = ", ".join(f"{c} {v:.3g}" for c, v in off_scale.groupby("condition", sort=False)["test_rmse"].max().items())
             ax.annotate(f"0 edges, RMSE off scale: {text}", (0.0, top), xytext=(8, -12), textcoords="offset points",

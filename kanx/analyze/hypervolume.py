@@ -9,6 +9,12 @@ Rules, per dataset (each Nguyen problem separately):
     (Baseline and F have no beta sweep and get no HV in the table: a dash);
   * Nguyen: normalized per problem, then averaged over the problems; the Mean column averages
     the family columns. A missing value is never averaged away: the average is missing too.
+  * other factor sets than the paper's eight (with N or I; labels.OTHER_CONDITIONS) get rows
+    after them, wherever the seed-medians given hold any of their cells, on the same scale: the
+    reference point and the normalizing best HV are those of the paper's eight (of all
+    conditions only for a dataset without a finite point or HV of theirs), so a value above 1
+    beats every gated condition of the paper's eight, and the paper's rows are the same with or
+    without them.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import numpy as np
 import pandas as pd
 from pymoo.indicators.hv import HV
 
-from .labels import CONDITIONS, GATED, dataset_rank, sort_datasets, sort_families
+from .labels import CONDITIONS, GATED, dataset_rank, is_gated, sort_datasets, sort_families, with_others
 
 OBJECTIVES: tuple[str, ...] = ("rmse_median", "edges_median", "depth_median")
 REF_SCALE = 1.1
@@ -72,19 +78,24 @@ def condition_hypervolumes(medians: pd.DataFrame, scale: float = REF_SCALE) -> p
     ungated conditions and wherever the dataset has no positive gated HV.
     """
     rows = []
+    conditions = with_others(medians["condition"])
     for dataset in sort_datasets(medians["dataset"]):
         mine = medians[medians["dataset"] == dataset]
-        ref = reference_point(mine, scale)
+        ref = reference_point(mine[mine["condition"].isin(CONDITIONS)], scale)
+        if not np.isfinite(ref).all():  # none of the paper's eight has a finite point here
+            ref = reference_point(mine, scale)
         hvs = {}
-        for condition in CONDITIONS:
+        for condition in conditions:
             p = mine.loc[mine["condition"] == condition, list(OBJECTIVES)].to_numpy(float)
             p = p[np.isfinite(p).all(axis=1)]
             front = int(pareto_front(p).sum()) if len(p) else 0
             hv = hypervolume(p, ref) if len(p) and np.isfinite(ref).all() else math.nan
             hvs[condition] = (hv, len(p), front)
         best = max((hvs[c][0] for c in GATED if math.isfinite(hvs[c][0])), default=math.nan)
+        if not best > 0:  # no gated condition of the paper's eight has an HV here: the best of the others
+            best = max((hv for c, (hv, _, _) in hvs.items() if is_gated(c) and math.isfinite(hv)), default=math.nan)
         for condition, (hv, n_points, n_front) in hvs.items():
-            norm = hv / best if condition in GATED and best > 0 else math.nan
+            norm = hv / best if is_gated(condition) and best > 0 else math.nan
             rows.append(
                 {
                     "dataset": dataset,
@@ -122,26 +133,28 @@ def _mean_or_missing(values: Iterable[float]) -> float:
 
 
 def hv_table(medians: pd.DataFrame, scale: float = REF_SCALE) -> pd.DataFrame:
-    """Normalized HV, rows = the 8 conditions, columns = families present + ``mean``.
+    """Normalized HV, rows = the 8 conditions (then other factor sets with cells), columns = families present + ``mean``.
 
     A family with several datasets (Nguyen) gets the mean of its per-problem normalized HVs.
     Ungated rows are all NaN (shown as dashes); a gated NaN means missing.
     """
     detail = condition_hypervolumes(medians, scale)
-    table = pd.DataFrame(index=pd.Index(CONDITIONS, name="condition"))
+    conditions = with_others(detail["condition"])
+    table = pd.DataFrame(index=pd.Index(conditions, name="condition"))
     for family in sort_families(detail["family"]):
         fam = detail[detail["family"] == family]
-        table[family] = [_mean_or_missing(fam.loc[fam["condition"] == c, "hv_norm"]) if c in GATED else math.nan for c in CONDITIONS]
-    table["mean"] = [_mean_or_missing(table.loc[c]) if c in GATED else math.nan for c in CONDITIONS]
+        table[family] = [_mean_or_missing(fam.loc[fam["condition"] == c, "hv_norm"]) if is_gated(c) else math.nan for c in conditions]
+    table["mean"] = [_mean_or_missing(table.loc[c]) if is_gated(c) else math.nan for c in conditions]
     return table
 
 
 def hv_problem_table(medians: pd.DataFrame, family: str = "nguyen", scale: float = REF_SCALE) -> pd.DataFrame:
     """Normalized HV of each dataset (problem) of ``family``; ``mean`` is that family's column."""
     detail = condition_hypervolumes(medians[medians["family"] == family], scale)
-    table = pd.DataFrame(index=pd.Index(CONDITIONS, name="condition"))
+    conditions = with_others(detail["condition"])
+    table = pd.DataFrame(index=pd.Index(conditions, name="condition"))
     for dataset in sorted(detail["dataset"].unique(), key=dataset_rank):
         mine = detail[detail["dataset"] == dataset].set_index("condition")
-        table[dataset] = mine["hv_norm"].reindex(CONDITIONS).to_numpy()
-    table["mean"] = [_mean_or_missing(table.loc[c]) if c in GATED else math.nan for c in CONDITIONS]
+        table[dataset] = mine["hv_norm"].reindex(conditions).to_numpy()
+    table["mean"] = [_mean_or_missing(table.loc[c]) if is_gated(c) else math.nan for c in conditions]
     return table

@@ -21,8 +21,34 @@ from kanx.vocab import (  # noqa: F401  (re-exported for the analysis modules)
     STATUSES,
     UNGATED,
     USABLE_STATUSES,
+    all_conditions,
     family_of,
 )
+
+# Every condition the analysis reads, in its canonical order (kanx.vocab.all_conditions): the
+# paper's eight in its row order, then the factor sets with N or I (issue #38) by size, then in
+# the order of kanx.vocab.FACTORS (I, N, EI, EN, FI, ..., EFXNI). Tables and figures list the
+# paper's eight as before and after them the other conditions that have records (or were
+# launched); a root with the paper's eight only reads exactly as before. Every other factor set
+# is gated (beta acts on its N or I gates): UNGATED stays Baseline and F.
+ALL_CONDITIONS: tuple[str, ...] = all_conditions()
+OTHER_CONDITIONS: tuple[str, ...] = ALL_CONDITIONS[len(CONDITIONS):]
+
+
+def condition_rank(condition: str) -> int:
+    """Sort key of a condition: its place in ALL_CONDITIONS."""
+    return ALL_CONDITIONS.index(condition)
+
+
+def with_others(present) -> list[str]:
+    """The paper's eight conditions, then the other conditions among ``present``, in canonical order."""
+    present = set(present)
+    return [*CONDITIONS, *(c for c in OTHER_CONDITIONS if c in present)]
+
+
+def is_gated(condition: str) -> bool:
+    """Whether beta acts on ``condition`` (all but Baseline and F): it has a beta sweep and an HV."""
+    return condition not in UNGATED
 
 FAMILY_NAMES: dict[str, str] = {
     "sin_xy2": "sin(x+y²)",

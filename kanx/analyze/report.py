@@ -16,7 +16,9 @@ from . import published as pub
 from .aggregate import log_ratio_summary, log_ratios, missing_cells, paired_panels, seed_medians, ungated_structure_check
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
+from .inputs import selected_inputs_section
 from .labels import (
+    CONDITIONS,
     STATUSES,
     family_label,
     group_label,
@@ -34,6 +36,7 @@ from .tables import (
     absolute_table,
     cell_counts_markdown,
     format_beta,
+    has_others,
     hv_caption,
     hv_csv,
     hv_latex,
@@ -66,6 +69,11 @@ and counted, when either run is missing or not usable, or when either value is 0
 (e.g. the 0 edges of a collapsed run). Error bars: +-1 SEM (sample std, ddof=1, over the \
 pairs / sqrt(pairs)); none with fewer than two pairs. Nguyen is pooled over all pairs of its \
 problems. Cells read (pairs/runs)."""
+
+
+OTHERS_GRID_TEXT = """ \
+Other factor sets than the paper's eight (with N or I), listed after them in every table and figure: at \
+the betas each was run or launched at in the family; they add no beta to the paper's eight."""
 
 
 NO_PAIRS_TEXT = """\
@@ -271,6 +279,7 @@ def build_artifacts(
     other_config = {p for m in mixes for p in m["left_out"]}
     superseded = [p for p in runs.loc[runs["superseded"], "path"] if p not in other_config]
     counted = int((~runs["superseded"]).sum())
+    others = not medians["condition"].isin(CONDITIONS).all()  # records of other factor sets than the paper's eight
 
     art.texts["tables/runs.csv"] = runs.to_csv(index=False, lineterminator="\n")
     art.texts["tables/seed_medians.csv"] = medians.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
@@ -316,6 +325,7 @@ def build_artifacts(
     lines.append(
         "Expected grid per dataset: Baseline and F at beta 0; every gated condition at the union "
         "of the gated conditions' betas seen in its family."
+        + (OTHERS_GRID_TEXT if others else "")
     )
     lines.append("")
     if missing.empty:
@@ -329,7 +339,7 @@ def build_artifacts(
     # Hypervolume --------------------------------------------------------------------------
     hv = hv_table(medians, ref_scale)
     hv_detail = condition_hypervolumes(medians, ref_scale)
-    art.texts["tables/hypervolume.md"] = f"{hv_caption()}\n\n{hv_markdown(hv)}"
+    art.texts["tables/hypervolume.md"] = f"{hv_caption(others=has_others(hv))}\n\n{hv_markdown(hv)}"
     art.texts["tables/hypervolume.tex"] = hv_latex(hv)
     art.texts["tables/hypervolume.csv"] = hv_csv(hv)
     art.texts["tables/hypervolume_detail.csv"] = hv_detail.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
@@ -342,7 +352,7 @@ def build_artifacts(
     ]
     if nguyen:
         hvp = hv_problem_table(medians, "nguyen", ref_scale)
-        art.texts["tables/hypervolume_nguyen.md"] = f"{hv_caption(problems=True)}\n\n{hv_markdown(hvp, problems=True)}"
+        art.texts["tables/hypervolume_nguyen.md"] = f"{hv_caption(True, has_others(hvp))}\n\n{hv_markdown(hvp, problems=True)}"
         art.texts["tables/hypervolume_nguyen.tex"] = hv_latex(hvp, problems=True)
         art.texts["tables/hypervolume_nguyen.csv"] = hv_csv(hvp)
         lines += [
@@ -434,6 +444,8 @@ def build_artifacts(
             _links(stem, ("md", "tex", "csv")),
             "",
         ]
+
+    lines += selected_inputs_section(runs, art.texts)
 
     # Published ----------------------------------------------------------------------------
     tables = {d: t for d in datasets if paper and (t := pub.paper_published(d)) is not None}

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .collect import active_runs, canonical_beta, load_runs
-from .labels import CONDITIONS, UNGATED
+from .labels import ALL_CONDITIONS, UNGATED
 
 
 def median_runs(records_root: str | Path, dataset: str, beta: float | None = None) -> dict[str, Path]:
@@ -32,7 +32,7 @@ def median_runs(records_root: str | Path, dataset: str, beta: float | None = Non
     runs = active_runs(load_runs(root))
     runs = runs[(runs["dataset"] == dataset) & (runs["status"] == "ok") & runs["test_rmse"].notna()]
     chosen = {}
-    for condition in CONDITIONS:
+    for condition in ALL_CONDITIONS:  # the paper's eight, then other factor sets with runs
         rows = runs[runs["condition"] == condition]
         if rows.empty:
             continue

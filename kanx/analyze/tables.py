@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import METRIC_PREFIX
-from .labels import BASELINE, CONDITIONS, UNGATED, family_label, group_label, latex_escape, problem_label
+from .labels import ALL_CONDITIONS, BASELINE, CONDITIONS, UNGATED, family_label, group_label, latex_escape, problem_label
 
 MISSING = "missing"
 NOT_AVAILABLE = "n/a"
@@ -157,7 +157,7 @@ def _absolute_cells(row, decimals) -> list[Cell]:
 
 def _absolute_blocks(table: pd.DataFrame, decimals, dash: str) -> list[list[list[Cell]]]:
     blocks = []
-    for condition in CONDITIONS:
+    for condition in ALL_CONDITIONS:  # those with cells: the paper's eight, then other factor sets
         rows = table[table["condition"] == condition]
         block = []
         for i, row in enumerate(rows.itertuples(index=False)):
@@ -225,7 +225,7 @@ def cell_counts_markdown(medians: pd.DataFrame, dataset: str) -> str:
     mine = medians[medians["dataset"] == dataset]
     betas = sorted(mine["beta"].unique())
     rows = []
-    for condition in (c for c in CONDITIONS if c in set(mine["condition"])):
+    for condition in (c for c in ALL_CONDITIONS if c in set(mine["condition"])):
         row = [condition]
         for beta in betas:
             cell = mine[(mine["condition"] == condition) & (mine["beta"] == beta)]
@@ -254,7 +254,7 @@ def _hv_label(column: str, latex: bool, problems: bool) -> str:
 def _hv_cells(table: pd.DataFrame) -> list[list[Cell]]:
     best = {c: table[c].max() for c in table.columns}
     rows = []
-    for condition in CONDITIONS:
+    for condition in table.index:  # hv_table's rows: the paper's eight, then other factor sets
         row = [Cell(condition)]
         for column in table.columns:
             value = table.loc[condition, column]
@@ -268,7 +268,8 @@ def _hv_cells(table: pd.DataFrame) -> list[list[Cell]]:
     return rows
 
 
-def hv_caption(problems: bool = False) -> str:
+def hv_caption(problems: bool = False, others: bool = False) -> str:
+    """``others``: the table has rows of other factor sets than the paper's eight (OTHERS_HV_TEXT)."""
     what = "each Nguyen problem" if problems else "each dataset"
     return (
         "Normalized hypervolume of the Pareto front of RMSE vs. contributing edges vs. compositional "
@@ -276,7 +277,18 @@ def hv_caption(problems: bool = False) -> str:
         f"conditions; normalized by the best condition of {what}). Higher is better; bold: best in "
         "column; dashes: ungated conditions (Baseline and F: no beta sweep)."
         + ("" if problems else " Nguyen values are normalized per problem, then averaged.")
+        + (" " + OTHERS_HV_TEXT if others else "")
     )
+
+
+OTHERS_HV_TEXT = ("Rows after EFX (factor sets with N or I): on the same scale, the reference point and the normalizing best "
+                  "condition being those of the paper's eight, so a value above 1 beats every gated condition of the paper's eight "
+                  "and the paper's rows keep the values they have without them.")
+
+
+def has_others(table: pd.DataFrame) -> bool:
+    """Whether an hv_table has rows of other factor sets than the paper's eight."""
+    return any(c not in CONDITIONS for c in table.index)
 
 
 def hv_markdown(table: pd.DataFrame, problems: bool = False) -> str:
@@ -287,13 +299,13 @@ def hv_markdown(table: pd.DataFrame, problems: bool = False) -> str:
 def hv_latex(table: pd.DataFrame, problems: bool = False) -> str:
     header = ["Condition", *(_hv_label(c, True, problems) for c in table.columns)]
     rows = _hv_cells(table)
-    return latex_table(header, [rows], "l" + "c" * len(table.columns), hv_caption(problems))
+    return latex_table(header, [rows], "l" + "c" * len(table.columns), hv_caption(problems, has_others(table)))
 
 
 def hv_csv(table: pd.DataFrame) -> str:
     """Registry names as columns; empty for ungated conditions, ``missing`` where missing."""
     out = table.astype(object)
-    for condition in CONDITIONS:
+    for condition in table.index:
         for column in table.columns:
             value = table.loc[condition, column]
             if condition in UNGATED:
