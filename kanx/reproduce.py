@@ -10,7 +10,7 @@ would run, with the dataset's beta list and seeds 0-9 from conf/. With the packi
 (the default) every sweep is composed in this process (kanx.plan) and packs are cut across
 sweeps by `--group`: `all` mixes conditions and datasets that share the protocol,
 `condition` mixes datasets only, `sweep` keeps one sweep per pack, and `auto` (the default)
-is `all` on a GPU and `condition` on a CPU (kanx.runner.resolve_group). `--jobs n` trains the
+is `all` on a GPU and `condition` on a CPU (kanx.jobs.resolve_group). `--jobs n` trains the
 packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
 pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
 fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
@@ -95,7 +95,7 @@ def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) ->
     from omegaconf import OmegaConf
 
     from hydra_plugins.kanx_launcher.slurm_launcher import SlurmLauncher
-    from kanx.runner import prepare_jobs
+    from kanx.jobs import prepare_jobs
 
     params = OmegaConf.to_container(configs[0][0].hydra.launcher, resolve=True)
     params.pop("_target_", None)

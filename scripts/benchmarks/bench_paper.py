@@ -97,7 +97,7 @@ def sync(device: torch.device) -> None:
 
 
 def pack_seconds(pack, t: dict) -> float:
-    from kanx.plan import steps_left
+    from kanx.jobs import steps_left
     from kanx.trainer import member_grid_updates
 
     grid_epochs = len(member_grid_updates(pack[0].run.train, [j.run.condition for j in pack]))
@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
     torch._dynamo.config.recompile_limit = 1024  # one compile per (stage, batch, M) shape
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+    from kanx.jobs import make_packs, prepare_jobs
     from kanx.plan import sweep_jobs
-    from kanx.runner import make_packs, prepare_jobs
     from kanx.trainer import describe_device
 
     device = torch.device(a.device)
