@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ from kanx import records
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
 from kanx.jobs import assign, check_machine, group_label, make_packs, pending, prepare_jobs, resume, shortest_first, starting
-from kanx.vocab import DEFAULT_GROUP
+from kanx.vocab import DEFAULT_GROUP, PAPER_CONDITIONS, PAPER_DATASETS
 
 if TYPE_CHECKING:  # kanx.runner loads the trainer: imported when a plan trains, not when it composes
     from kanx.runner import Checkpointer
@@ -84,10 +84,19 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = ()) -> l
     return jobs
 
 
+def sweeps_jobs(datasets: Sequence[str] = PAPER_DATASETS, conditions: Sequence[str] = PAPER_CONDITIONS,
+                overrides: Sequence[str] | Callable[[str], Sequence[str]] = ()) -> list[tuple[object, Path]]:
+    """(composed config, run directory) of every job of the (dataset, condition) sweeps, dataset
+    by dataset: by default the paper's, as `make reproduce-tables` runs them (vocab.PAPER_DATASETS
+    and PAPER_CONDITIONS, the betas and seeds of conf/). ``overrides``: for every sweep, or a
+    function giving a dataset's."""
+    return [job for d in datasets for c in conditions for job in sweep_jobs(d, c, overrides(d) if callable(overrides) else overrides)]
+
+
 def one_pack(datasets: Sequence[str], conditions: Sequence[str], overrides: Sequence[str] = ()) -> list:
     """Every job of these sweeps as one mixed pack (group=all, no size bound): what the
     benchmarks time as the pack `make reproduce-tables` would train together."""
-    jobs = prepare_jobs([c for d in datasets for cond in conditions for c in sweep_jobs(d, cond, overrides)])
+    jobs = prepare_jobs(sweeps_jobs(datasets, conditions, overrides))
     return make_packs(jobs, len(jobs), "all")[0]
 
 

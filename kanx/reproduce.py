@@ -28,10 +28,10 @@ from pathlib import Path
 
 from kanx.cli import prog
 from kanx.vocab import CONDITIONS as _CONDITIONS
-from kanx.vocab import DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_DATASETS, condition_option
+from kanx.vocab import DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_CONDITIONS, PAPER_DATASETS
 
 DATASETS = list(PAPER_DATASETS)
-CONDITIONS = [condition_option(c) for c in _CONDITIONS]
+CONDITIONS = list(PAPER_CONDITIONS)
 
 
 def smoke_overrides(dataset: str) -> list[str]:
@@ -64,15 +64,15 @@ def run_packed(a, results: str) -> int:
     import logging
 
     from kanx.errors import ConfigError, StorageError
-    from kanx.plan import run_plan, sweep_jobs
+    from kanx.plan import run_plan, sweeps_jobs
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    configs = []
+
+    def overrides(d: str) -> list[str]:
+        return (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
+
     try:
-        for d in a.datasets:
-            for c in a.conditions:
-                extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
-                configs += sweep_jobs(d, c, extra)
+        configs = sweeps_jobs(a.datasets, a.conditions, overrides)
         if a.launcher == "slurm":
             return submit_to_slurm(configs, a.group, a.pack_size, results)  # auto: per run, from its device
         failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")

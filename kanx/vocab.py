@@ -104,6 +104,11 @@ def condition_option(name: str) -> str:
     return "baseline" if name == BASELINE else name
 
 
+# The paper's conditions as `+condition=` options: with PAPER_DATASETS, the sweeps of `make
+# reproduce-tables` and the benchmarks (kanx.plan.sweeps_jobs; betas and seeds from conf/).
+PAPER_CONDITIONS: tuple[str, ...] = tuple(condition_option(c) for c in CONDITIONS)
+
+
 # ---------------------------------------------------------------- packs
 # How far a launch's packs may mix its jobs (kanx.jobs.make_packs): "sweep" keeps one
 # (dataset, condition) per pack, as a Hydra sweep; "condition" mixes datasets that share the
