@@ -19,7 +19,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from kanx.records import atomic_write_bytes
+from kanx import records
 from kanx.vocab import CHECKPOINT
 
 
@@ -66,7 +66,7 @@ class Checkpoint:
     def write(self, run_dir: Path) -> None:
         """Write RUN_DIR/checkpoint.pt atomically (kanx.records.atomic_write_bytes: a StorageError
         when it cannot be written)."""
-        atomic_write_bytes(Path(run_dir) / CHECKPOINT, torch_bytes(self.to_dict()))
+        records.atomic_write_bytes(Path(run_dir) / CHECKPOINT, torch_bytes(self.to_dict()))
 
     @classmethod
     def read(cls, run_dir: Path) -> Checkpoint:
