@@ -95,7 +95,7 @@ def available_bytes(device: str) -> int | None:
 
 
 def check_memory(packs: Sequence[Sequence], available: int | None = None) -> None:
-    """Refuse a pack (a list of kanx.runner.Job) whose memory bound exceeds what is free,
+    """Refuse a pack (a list of kanx.jobs.Job) whose memory bound exceeds what is free,
     naming what to lower. Skipped when the free memory is unknown."""
     free_by_device: dict[str, int | None] = {}
     for pack in packs:

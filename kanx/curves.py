@@ -100,7 +100,7 @@ class Curves:
 
 
 def pack_curves(jobs, trainer: Trainer) -> Curves:
-    """The curves of a pack's runs (kanx.runner.Job), from the trainer's epoch (a resume's
+    """The curves of a pack's runs (kanx.jobs.Job), from the trainer's epoch (a resume's
     checkpoint epoch) on, with the logger of their config (`logger=`: kanx.loggers)."""
     runs, cfg = [j.run for j in jobs], trainer.train_cfg
     tags = [{"dataset": r.data.name, "condition": r.condition.name, "beta": r.beta, "seed": r.seed, "config_hash": j.config_hash}

@@ -40,7 +40,7 @@ def running_rate(runs: list, protocol: tuple[int, int, int] | None) -> float | N
 
 def eta_seconds(runs: list, protocol: tuple[int, int, int] | None, rate: float | None) -> float | None:
     """Seconds to train the runs left: packs of up to pack_size runs that start at the same
-    epoch (as kanx.runner packs them), each (epochs - start) x batches steps at ``rate``."""
+    epoch (as kanx.jobs packs them), each (epochs - start) x batches steps at ``rate``."""
     left = [r for r in runs if r.state in LEFT]
     if not left:
         return 0.0

@@ -54,7 +54,7 @@ def expected_runs(manifest: dict) -> set[tuple[float, int]]:
 
 
 def write_manifests(jobs: Iterable) -> list[Path]:
-    """Add checked jobs (kanx.runner.Job) to the manifests of their sweep folders. Returns the
+    """Add checked jobs (kanx.jobs.Job) to the manifests of their sweep folders. Returns the
     manifests written (those that gained or changed a run). Raises StorageError."""
     by_folder: dict[Path, list] = {}
     for job in jobs:

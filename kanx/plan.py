@@ -4,7 +4,7 @@
 runs 112 of them; trained sweep by sweep, the paper is 112 packs. Here every sweep of an
 invocation is composed in this process with Hydra's compose API (once per sweep; the
 members' beta and seed are set on copies, as the packing launcher does), giving the same
-resolved configs and run directories as the command line would, and kanx.runner.make_packs
+resolved configs and run directories as the command line would, and kanx.jobs.make_packs
 then cuts packs across them (``group``). The jobs are trained by `run_plan`, in this
 process or split over worker processes.
 """
@@ -14,22 +14,22 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kanx import records
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
-from kanx.vocab import DEFAULT_GROUP
+from kanx.jobs import assign, check_machine, group_label, make_packs, pending, prepare_jobs, resume, shortest_first, starting
+from kanx.vocab import DEFAULT_GROUP, PAPER_CONDITIONS, PAPER_DATASETS
 
-if TYPE_CHECKING:  # kanx.runner imports torch: loaded when a plan trains, not when it composes
+if TYPE_CHECKING:  # kanx.runner loads the trainer: imported when a plan trains, not when it composes
     from kanx.runner import Checkpointer
 
 log = logging.getLogger("kanx")
@@ -84,12 +84,19 @@ def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = ()) -> l
     return jobs
 
 
+def sweeps_jobs(datasets: Sequence[str] = PAPER_DATASETS, conditions: Sequence[str] = PAPER_CONDITIONS,
+                overrides: Sequence[str] | Callable[[str], Sequence[str]] = ()) -> list[tuple[object, Path]]:
+    """(composed config, run directory) of every job of the (dataset, condition) sweeps, dataset
+    by dataset: by default the paper's, as `make reproduce-tables` runs them (vocab.PAPER_DATASETS
+    and PAPER_CONDITIONS, the betas and seeds of conf/). ``overrides``: for every sweep, or a
+    function giving a dataset's."""
+    return [job for d in datasets for c in conditions for job in sweep_jobs(d, c, overrides(d) if callable(overrides) else overrides)]
+
+
 def one_pack(datasets: Sequence[str], conditions: Sequence[str], overrides: Sequence[str] = ()) -> list:
     """Every job of these sweeps as one mixed pack (group=all, no size bound): what the
     benchmarks time as the pack `make reproduce-tables` would train together."""
-    from kanx.runner import make_packs, prepare_jobs
-
-    jobs = prepare_jobs([c for d in datasets for cond in conditions for c in sweep_jobs(d, cond, overrides)])
+    jobs = prepare_jobs(sweeps_jobs(datasets, conditions, overrides))
     return make_packs(jobs, len(jobs), "all")[0]
 
 
@@ -122,48 +129,16 @@ def _resolve_in(cfg, template: str) -> str:
     return value
 
 
-def steps_left(pack) -> int:
-    """The optimizer steps a pack has left: (epochs - resume epoch) x batches per epoch."""
-    t = pack[0].run.train
-    n_train = pack[0].container["dataset"].get("n_train") or 1
-    return (t.epochs - pack[0].resume_epoch) * math.ceil(n_train / t.batch_size)
-
-
-def pack_cost(pack) -> float:
-    """Rough relative cost of training a pack: its optimizer steps, times a per-step cost
-    that grows with the members (sub-linearly on a CPU, see docs/BENCHMARK.md)."""
-    return steps_left(pack) * (1 + len(pack) / 10)
-
-
-def assign(packs: Sequence, workers: int) -> list[list]:
-    """Longest pack first to the least loaded worker (balanced loads); each worker's list
-    then runs shortest first (``shortest_first``)."""
-    loads, out = [0.0] * workers, [[] for _ in range(workers)]
-    for pack in sorted(packs, key=pack_cost, reverse=True):
-        w = loads.index(min(loads))
-        out[w].append(pack)
-        loads[w] += pack_cost(pack)
-    return [shortest_first(w) for w in out if w]
-
-
-def shortest_first(packs: Sequence) -> list:
-    """The packs in the order one worker trains them: least cost left first. The worker's
-    total time is the same in any order, but this one finishes packs (and writes their
-    records) soonest, so a run cut short (a GPU window, a SLURM time limit) keeps the most,
-    and packs resumed from a checkpoint finish before new ones begin. Ties keep their order."""
-    return sorted(packs, key=pack_cost)
-
-
 def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP, pack_size: int | None = None, workers: int = 1,
              plan_dir: Path | None = None) -> int:
     """Check every job, skip finished ones, cut packs across all of them and train them,
     in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
     the number of packs that failed (their runs hold `failed` records)."""
     from kanx.manifest import write_manifests
-    from kanx.runner import check_machine, group_label, make_packs, pending, prepare_jobs, train_pack
+    from kanx.runner import stop_on_signals, train_pack
 
     jobs = prepare_jobs(configs)
-    todo = pending(jobs)
+    todo = resume(pending(jobs))
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
     write_manifests(jobs)  # before any training: kanx.status counts what was launched
@@ -202,43 +177,6 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP,
     return sum(code != 0 for code in codes)
 
 
-def stop_on_signals() -> Checkpointer:
-    """SIGTERM or SIGINT: write the checkpoint of the pack being trained, as of its last
-    finished epoch, and stop (a re-run resumes from it), instead of losing the epochs
-    since the last periodic checkpoint. Returns the Checkpointer to train the packs with."""
-    from kanx.runner import Checkpointer
-
-    checkpointer = Checkpointer()
-
-    def handler(signum, frame):
-        from kanx.errors import StorageError
-
-        try:
-            n = checkpointer.save()
-        except StorageError as e:
-            print(f"{signal.Signals(signum).name}: no checkpoint saved ({e}); stopping", file=sys.stderr, flush=True)
-            raise SystemExit(128 + signum) from None
-        print(f"{signal.Signals(signum).name}: saved checkpoints of {n} run(s); stopping", file=sys.stderr, flush=True)
-        raise SystemExit(128 + signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, handler)
-    return checkpointer
-
-
-def starting(pack, prefix: str) -> str:
-    """The line printed as a pack starts: what it trains, and, when the basis is compiled, that
-    the first epoch takes long (torch.compile's warm-up is about a minute on a CPU, during which
-    nothing else is printed; the README's quick try used to sit silent for 108 s)."""
-    t = pack[0].run.train
-    names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
-    epochs = f"epochs {pack[0].resume_epoch}-{t.epochs}" if pack[0].resume_epoch else f"{t.epochs} epochs"
-    line = f"{prefix} training a pack of {len(pack)} ({names}), {epochs}"
-    if t.compile:
-        line += "; the first epoch compiles the B-spline basis (torch.compile: about a minute; train.compile=false or +debug=quick skips it)"
-    return line
-
-
 def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer) -> int:
     print(starting(pack, prefix), flush=True)
     start = time.perf_counter()
@@ -255,7 +193,7 @@ def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer)
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m kanx.plan PLAN.json`: train the packs a run_plan worker was given."""
     from kanx.errors import StorageError
-    from kanx.runner import pending, prepare_jobs, train_pack
+    from kanx.runner import stop_on_signals, train_pack
 
     (path,) = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -263,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     planned = json.loads(Path(path).read_text())
     failed = 0
     for i, pack in enumerate(planned, 1):
-        todo = pending(prepare_jobs([(p["config"], Path(p["run_dir"])) for p in pack]))
+        todo = resume(pending(prepare_jobs([(p["config"], Path(p["run_dir"])) for p in pack])))
         try:
             if todo:
                 failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]", checkpointer)

@@ -10,7 +10,7 @@ would run, with the dataset's beta list and seeds 0-9 from conf/. With the packi
 (the default) every sweep is composed in this process (kanx.plan) and packs are cut across
 sweeps by `--group`: `all` mixes conditions and datasets that share the protocol,
 `condition` mixes datasets only, `sweep` keeps one sweep per pack, and `auto` (the default)
-is `all` on a GPU and `condition` on a CPU (kanx.runner.resolve_group). `--jobs n` trains the
+is `all` on a GPU and `condition` on a CPU (kanx.jobs.resolve_group). `--jobs n` trains the
 packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
 pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
 fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
@@ -28,10 +28,10 @@ from pathlib import Path
 
 from kanx.cli import prog
 from kanx.vocab import CONDITIONS as _CONDITIONS
-from kanx.vocab import DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_DATASETS, condition_option
+from kanx.vocab import DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_CONDITIONS, PAPER_DATASETS
 
 DATASETS = list(PAPER_DATASETS)
-CONDITIONS = [condition_option(c) for c in _CONDITIONS]
+CONDITIONS = list(PAPER_CONDITIONS)
 
 
 def smoke_overrides(dataset: str) -> list[str]:
@@ -64,15 +64,15 @@ def run_packed(a, results: str) -> int:
     import logging
 
     from kanx.errors import ConfigError, StorageError
-    from kanx.plan import run_plan, sweep_jobs
+    from kanx.plan import run_plan, sweeps_jobs
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    configs = []
+
+    def overrides(d: str) -> list[str]:
+        return (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
+
     try:
-        for d in a.datasets:
-            for c in a.conditions:
-                extra = (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
-                configs += sweep_jobs(d, c, extra)
+        configs = sweeps_jobs(a.datasets, a.conditions, overrides)
         if a.launcher == "slurm":
             return submit_to_slurm(configs, a.group, a.pack_size, results)  # auto: per run, from its device
         failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
@@ -95,7 +95,7 @@ def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) ->
     from omegaconf import OmegaConf
 
     from hydra_plugins.kanx_launcher.slurm_launcher import SlurmLauncher
-    from kanx.runner import prepare_jobs
+    from kanx.jobs import prepare_jobs
 
     params = OmegaConf.to_container(configs[0][0].hydra.launcher, resolve=True)
     params.pop("_target_", None)

@@ -1,8 +1,11 @@
 """From job configs to records: check every job, skip finished ones, group the rest into
-packs, train each pack and write one record per run.
+packs (kanx.jobs), train each pack and write one record per run.
 
 Used by every launcher: a single run (`python -m kanx.train`), Hydra's basic launcher (one
-job at a time), kanx's packing launcher and the SLURM launcher (one pack per array task).
+job at a time), kanx's packing launcher, the SLURM launcher (one pack per array task) and
+kanx.plan (make reproduce-tables), which trains its packs with `train_pack`. The signal
+handlers that checkpoint the pack in training (`stop_on_signals`, `Checkpointer`) live here
+too; the checkpoint file itself is kanx.checkpoint's.
 """
 
 from __future__ import annotations
@@ -12,36 +15,28 @@ import hashlib
 import io
 import logging
 import math
+import signal
+import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from itertools import groupby
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from kanx import records, vocab
+from kanx.checkpoint import Checkpoint, torch_bytes
 from kanx.checks import resolve_device
-from kanx.config import (
-    RunConfig,
-    check_against_data,
-    check_beta,
-    check_width,
-    config_differences,
-    config_hash,
-    run_config_from,
-    to_container,
-)
+from kanx.config import RunConfig
 from kanx.curves import Curves, pack_curves
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
+from kanx.jobs import Job, check_machine, load_data, make_packs, pending, prepare_jobs, resume, starting
 from kanx.load import model_file, read_model_file
-from kanx.loggers import check_installed
 from kanx.manifest import write_manifests
 from kanx.trainer import Trainer, describe_device
-from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS
+from kanx.vocab import DEFAULT_GROUP
 
 log = logging.getLogger("kanx")
 # Read the checkout's commit now, when this process's code is loaded: a record written hours
@@ -49,184 +44,12 @@ log = logging.getLogger("kanx")
 records.git_commit()
 
 
-@dataclass
-class Job:
-    """One run: its resolved config, typed config, identity and directory."""
-
-    container: dict
-    run: RunConfig
-    run_dir: Path
-    config_hash: str
-    data_hash: str | None = None  # kanx.data.data_hash of its dataset: compared apart from config_hash
-    state: records.RunState = field(default_factory=lambda: records.RunState("new"))
-    resume_epoch: int = 0
-    # The stretches trained before the checkpoint it resumes from: [{"device", "git_commit", "epochs": [from, to],
-    # "train_s": seconds (stretches written since 2026-11-27)}]
-    history: list = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        return f"{self.run.data.name} {self.run.condition.name} beta={self.run.beta:g} seed={self.run.seed}"
-
-
-_DATA_CACHE: dict = {}
-
-
-def load_data(run: RunConfig):
-    """The run's dataset (cached per process: a sweep's jobs share draws by data seed)."""
-    from kanx.data import load_dataset
-
-    key = (run.data.name, run.data.data_seed, tuple(sorted((k, repr(v)) for k, v in run.data.options.items())))
-    if key not in _DATA_CACHE:
-        _DATA_CACHE[key] = load_dataset(run.data.name, data_seed=run.data.data_seed, **run.data.options)
-    return _DATA_CACHE[key]
-
-
-def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
-    """Convert and check every job before any training: bad values, data files, widths, and
-    records left by a different config or different data in the same directory. Raises
-    ConfigError."""
-    from kanx.data import data_hash
-
-    jobs, by_dir = [], {}
-    for cfg, run_dir in configs:
-        container = to_container(cfg) if not isinstance(cfg, dict) else cfg
-        container.pop("hydra", None)
-        run = run_config_from(container)
-        check_beta(run)
-        check_installed(run.logger)  # logger=tensorboard without it: refused before training, not by each pack
-        resolve_device(run.device)  # device=cuda without one: refused here, before any compute
-        ds = load_data(run)
-        check_against_data(run, ds.n_train)
-        run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
-        container.setdefault("model", {})["width"] = list(run.model.width)
-        job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
-        # A value swept twice (seed=0,0; beta=0.1,0.10) names one folder: one run, trained once.
-        first = by_dir.setdefault(job.run_dir.resolve(), job)
-        if first is not job:
-            if (first.config_hash, first.data_hash) != (job.config_hash, job.data_hash):
-                diff = config_differences(first.container, job.container) or [f"dataset data hash: {first.data_hash}, then {job.data_hash}"]
-                raise ConfigError(f"two jobs would write {job.run_dir} with different configs ({'; '.join(diff[:3])}): "
-                                  "a key that tells them apart must be one the folder name shows")
-            log.info(f"{job.label}: the same run folder as an earlier job; trained once ({job.run_dir})")
-            continue
-        job.state = records.read_state(job.run_dir)
-        if job.state.problem:
-            log.warning(f"{job.state.problem}; the run trains again")
-        if job.state.status in ("done", "failed") and not run.overwrite:
-            _check_record(job, ds)
-        jobs.append(job)
-    return jobs
-
-
-def _check_record(job: Job, ds) -> None:
-    """A finished record in the job's directory must be of this config and these data."""
-    record = job.state.record or {}
-    if job.state.config_hash != job.config_hash:
-        diff = config_differences(record.get("config") or {}, job.container)
-        _refuse(job, "a different config", diff or [f"hash {job.state.config_hash} there, {job.config_hash} now"])
-    recorded = record.get("data_hash")
-    if recorded is None:
-        # Written before records held a data hash: a file with a reference checksum must
-        # still be the reference copy; generated data were the same generator's.
-        reference = ds.provenance.get("reference_sha256")
-        if reference and not str(ds.provenance.get("sha256", "")).startswith(reference[:16]):
-            _refuse(job, "different data", [f"dataset data hash: {reference[:16]} there (the reference copy; the record predates data hashes), "
-                                            f"{job.data_hash} now ({ds.provenance.get('file')})"])
-    elif recorded != job.data_hash:
-        where = f" ({ds.provenance['file']})" if "file" in ds.provenance else ""
-        _refuse(job, "different data", [f"dataset data hash: {recorded} there, {job.data_hash} now{where}"])
-
-
-def _refuse(job: Job, what: str, diff: list[str]) -> None:
-    raise ConfigError(f"{job.run_dir} holds a record of {what} ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}): "
-                      "use another results_root, or overwrite=true to replace it")
-
-
-def pending(jobs: Sequence[Job]) -> list[Job]:
-    """Jobs left to train: not finished with this config (failed runs are retried)."""
-    todo = []
-    for job in jobs:
-        if job.state.status == "done" and not job.run.overwrite:
-            continue
-        if job.state.status == "partial" and not job.run.overwrite:
-            ckpt = _load_checkpoint(job.run_dir)
-            if ckpt is not None and ckpt.get("config_hash") == job.config_hash and ckpt.get("data_hash", job.data_hash) == job.data_hash:
-                job.resume_epoch = ckpt["epoch"]
-                # A checkpoint written before histories were kept says only where it stopped.
-                job.history = list(ckpt.get("history") or [{"device": None, "git_commit": None, "epochs": [0, ckpt["epoch"]]}])
-        todo.append(job)
-    return todo
-
-
-_CONDITION_ORDER = {name: i for i, name in enumerate(CONDITIONS)}
-
-
-def _check_group(group: str) -> None:
-    if group not in GROUPINGS:
-        raise ValueError(f"group={group!r} is not one of: {', '.join(GROUPINGS)}")
-
-
-def resolve_group(group: str, device: str) -> str:
-    """The grouping (vocab.GROUPINGS) that ``group`` means for runs on ``device``. ``auto``: on
-    a GPU a step costs its kernel launches whatever the pack holds, so mix everything (``all``);
-    on a CPU a step costs its arithmetic, and a member in a pack of a larger condition pays for
-    edges it does not have, so mix datasets only (``condition``; docs/BENCHMARK.md)."""
-    _check_group(group)
-    if group != "auto":
-        return group
-    return "all" if resolve_device(device).type == "cuda" else "condition"
-
-
-def group_label(group: str, jobs: Sequence[Job]) -> str:
-    """``group`` as a log line names it: ``auto`` with what it means for these jobs (auto=condition)."""
-    if group != "auto":
-        return group
-    return "=".join(["auto", *sorted({resolve_group(group, j.run.device) for j in jobs})])
-
-
-def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = DEFAULT_GROUP) -> list[list[Job]]:
-    """Group jobs that can train together (RunConfig.pack_key, the same resume epoch and,
-    by ``group`` (resolve_group, per job's device), the same dataset and condition) into packs
-    of at most ``pack_size`` (default: the jobs' train.pack_size). Within a group, jobs are
-    ordered by condition and dataset, so a pack cut from it mixes as few conditions as it can."""
-    _check_group(group)
-
-    def key(j: Job) -> tuple:
-        shared = (repr(j.run.pack_key()), j.resume_epoch)
-        mix = resolve_group(group, j.run.device)
-        if mix == "all":
-            return shared
-        return (*shared, j.run.condition.name) if mix == "condition" else (*shared, j.run.condition.name, j.run.data.name)
-
-    def order(j: Job) -> tuple:
-        return (key(j), _CONDITION_ORDER.get(j.run.condition.name, 99), j.run.data.name)
-
-    packs = []
-    for _, members in groupby(sorted(jobs, key=order), key=key):
-        members = list(members)
-        size = pack_size or members[0].run.train.pack_size
-        packs += [members[i : i + size] for i in range(0, len(members), size)]
-    return packs
-
-
-def check_machine(packs: Sequence[Sequence[Job]]) -> None:
-    """Before any training: every run folder writable, and every pack within the free
-    memory (kanx.checks). Raises ConfigError."""
-    from kanx.checks import check_memory, check_writable
-
-    check_writable([j.run_dir for pack in packs for j in pack])
-    check_memory(packs)
-
-
 def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = DEFAULT_GROUP,
              checkpointer: Checkpointer | None = None) -> list[dict]:
     """Run every job (skipping finished ones) and return the records of all of them.
     ``checkpointer``: the signal handler's, pointed at each pack while it trains."""
-    from kanx.plan import starting
-
     jobs = prepare_jobs(configs)
-    todo = pending(jobs)
+    todo = resume(pending(jobs))
     if len(todo) < len(jobs):
         log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
     packs = make_packs(todo, pack_size, group)
@@ -242,12 +65,11 @@ def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_ro
                 group: str = DEFAULT_GROUP) -> list[dict]:
     """What `python -m kanx.train` does with its jobs, for a single run (a sweep of one) as for a
     sweep: SIGTERM or SIGINT checkpoint the pack in training and stop in one line
-    (kanx.plan.stop_on_signals); every job and the machine are checked before any compute
+    (stop_on_signals); every job and the machine are checked before any compute
     (run_jobs); then it trains. It stops with one line: exit 2 for bad input, removing ``folder``
     if it holds only what Hydra wrote there, and 1 for runs that failed or results that cannot
     be written. Returns the records."""
     from kanx.errors import fail
-    from kanx.plan import stop_on_signals
 
     checkpointer = stop_on_signals()
     try:
@@ -268,22 +90,8 @@ def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_ro
 # ------------------------------------------------------------------ one pack
 
 
-def _load_checkpoint(run_dir: Path) -> dict | None:
-    try:
-        return torch.load(run_dir / records.CHECKPOINT, map_location="cpu", weights_only=True)  # tensors and plain data only
-    except Exception as e:  # a damaged (or pickled-object) checkpoint means: start this run again
-        log.warning(f"{run_dir / records.CHECKPOINT} cannot be loaded as tensors and plain data ({type(e).__name__}); the run starts again")
-        return None
-
-
-def _torch_bytes(obj) -> bytes:
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
 def _save_torch(path: Path, obj) -> None:
-    records.atomic_write_bytes(path, _torch_bytes(obj))
+    records.atomic_write_bytes(path, torch_bytes(obj))
 
 
 def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
@@ -336,7 +144,7 @@ def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) ->
 class Checkpointer:
     """Checkpoints the pack in training on demand, as of its last finished epoch.
 
-    Whoever handles the stop signals (kanx.plan.stop_on_signals, the SLURM task) owns one
+    Whoever handles the stop signals (stop_on_signals, the SLURM task) owns one
     and hands it to run_jobs or train_pack, which point it at each pack while it trains; the
     state it saves is the trainer's own (Trainer.last_state), and every checkpoint, a signal's
     too, makes the pack's curves durable up to the same epoch (their rows are appended as they
@@ -373,12 +181,32 @@ class Checkpointer:
         return len(self.jobs)
 
 
+def stop_on_signals() -> Checkpointer:
+    """SIGTERM or SIGINT: write the checkpoint of the pack being trained, as of its last
+    finished epoch, and stop (a re-run resumes from it), instead of losing the epochs
+    since the last periodic checkpoint. Returns the Checkpointer to train the packs with."""
+    checkpointer = Checkpointer()
+
+    def handler(signum, frame):
+        try:
+            n = checkpointer.save()
+        except StorageError as e:
+            print(f"{signal.Signals(signum).name}: no checkpoint saved ({e}); stopping", file=sys.stderr, flush=True)
+            raise SystemExit(128 + signum) from None
+        print(f"{signal.Signals(signum).name}: saved checkpoints of {n} run(s); stopping", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+    return checkpointer
+
+
 def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
     where, pack = _where(trainer.device), _pack_facts(jobs, trainer)
     for m, job in enumerate(jobs):
-        _save_torch(job.run_dir / records.CHECKPOINT, {"config_hash": job.config_hash, "data_hash": job.data_hash, "epoch": state["epoch"],
-                                                       "history": _segments(job, where, state["epoch"], state["train_seconds"] - trainer.resumed_train_seconds),
-                                                       "pack": pack, "state": trainer.member_slice(state, m)})
+        Checkpoint(epoch=state["epoch"], state=trainer.member_slice(state, m), config_hash=job.config_hash, data_hash=job.data_hash,
+                   history=_segments(job, where, state["epoch"], state["train_seconds"] - trainer.resumed_train_seconds),
+                   pack=pack).write(job.run_dir)
 
 
 def _pack_facts(jobs: Sequence[Job], trainer: Trainer) -> dict:
@@ -438,7 +266,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     datasets, scalings, x, y = pack_data(runs)
     trainer = Trainer(runs, x, y, datasets[0].n_train, device)
     if jobs[0].resume_epoch:
-        trainer.load_member_states([_load_checkpoint(j.run_dir)["state"] for j in jobs])
+        trainer.load_member_states([Checkpoint.read(j.run_dir).state for j in jobs])
         log.info(f"resuming {len(jobs)} run(s) from epoch {trainer.epoch}")
 
     cfg = runs[0].train
@@ -479,7 +307,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         # numbers do not depend on the pack, and kanx.evaluate reproduces them bit for bit.
         saved = model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                            runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names)
-        scores = score(read_model_file(io.BytesIO(_torch_bytes(saved))), datasets[m])  # model.pt's bytes, read back
+        scores = score(read_model_file(io.BytesIO(torch_bytes(saved))), datasets[m])  # model.pt's bytes, read back
         metrics = {k: v for k, v in scores.items() if k not in vocab.RECORD_STRUCTURE}
         structure = {k: scores[k] for k in vocab.RECORD_STRUCTURE}
         status, reason = _status(bool(trainer.alive[m]), metrics, structure)
@@ -530,7 +358,7 @@ def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int 
         "versions": records.versions(),
         "git_commit": records.git_commit(),
         "config_hash": job.config_hash,
-        "data_hash": job.data_hash,  # the data's identity, checked apart from the config's (runner._check_record)
+        "data_hash": job.data_hash,  # the data's identity, checked apart from the config's (kanx.jobs._check_record)
         "config": job.container,
         "error": None,
     }

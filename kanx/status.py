@@ -51,6 +51,7 @@ from pathlib import Path
 
 import yaml
 
+from kanx.checkpoint import BadCheckpoint, Checkpoint
 from kanx.cli import pipe_safe, prog
 from kanx.eta import LEFT, duration, estimate, total_eta
 from kanx.manifest import expected_runs, read_manifest
@@ -117,22 +118,13 @@ class Sweep:
 # ---------------------------------------------------------------------------- reading
 
 
-def load_checkpoint(run_dir: Path) -> tuple[dict | None, str | None]:
-    """The checkpoint as the runner loads it (tensors and plain data only) with an integer epoch,
-    or None and why not: the runner then starts the run again."""
-    import pickle
-
-    import torch  # only here: the rest of the status reads JSON and YAML
-
+def load_checkpoint(run_dir: Path) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint as the runner loads it (kanx.checkpoint: tensors and plain data only, an
+    integer epoch), or None and why not: the runner then starts the run again."""
     try:
-        ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=True)
-        int(ckpt["epoch"])
-    except pickle.UnpicklingError:
-        return None, "holds pickled Python objects other than tensors and plain data, which kanx does not load (unpickling can run code)"
-    except Exception as e:  # whatever torch raises for a truncated or foreign file
-        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
-        return None, f"cannot be loaded ({type(e).__name__}{': ' + first if first else ''}): truncated, or not a checkpoint kanx writes"
-    return ckpt, None
+        return Checkpoint.read(run_dir), None
+    except BadCheckpoint as e:
+        return None, e.why
 
 
 def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None, dict | None]:
@@ -143,19 +135,8 @@ def read_checkpoint(run_dir: Path) -> tuple[int | None, tuple[int, float] | None
     return _checkpoint_facts(ckpt) if ckpt is not None else (None, None, None)
 
 
-def _checkpoint_facts(ckpt: dict) -> tuple[int, tuple[int, float] | None, dict | None]:
-    epoch = int(ckpt["epoch"])
-    try:
-        last = ckpt["history"][-1]
-        stretch = (int(last["epochs"][1]) - int(last["epochs"][0]), float(last["train_s"]))
-    except Exception:
-        stretch = None
-    try:
-        p = ckpt["pack"]
-        pack = {"id": str(p["id"]), "epochs": int(p["epochs"]), "batches": int(p["batches"]), "members": int(p["members"])}
-    except Exception:
-        pack = None
-    return epoch, stretch, pack
+def _checkpoint_facts(ckpt: Checkpoint) -> tuple[int, tuple[int, float] | None, dict | None]:
+    return ckpt.epoch, ckpt.last_stretch(), ckpt.pack_facts()
 
 
 def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, float] | None, dict | None, str | None]:

@@ -104,12 +104,17 @@ def condition_option(name: str) -> str:
     return "baseline" if name == BASELINE else name
 
 
+# The paper's conditions as `+condition=` options: with PAPER_DATASETS, the sweeps of `make
+# reproduce-tables` and the benchmarks (kanx.plan.sweeps_jobs; betas and seeds from conf/).
+PAPER_CONDITIONS: tuple[str, ...] = tuple(condition_option(c) for c in CONDITIONS)
+
+
 # ---------------------------------------------------------------- packs
-# How far a launch's packs may mix its jobs (kanx.runner.make_packs): "sweep" keeps one
+# How far a launch's packs may mix its jobs (kanx.jobs.make_packs): "sweep" keeps one
 # (dataset, condition) per pack, as a Hydra sweep; "condition" mixes datasets that share the
 # protocol (Nguyen F1-F8, say); "all" mixes conditions too, on the superset architecture.
 # "auto", the one default (the launchers, kanx.plan, kanx.reproduce), is resolved per
-# run by kanx.runner.resolve_group: "all" where the run trains on a GPU, "condition" on a CPU.
+# run by kanx.jobs.resolve_group: "all" where the run trains on a GPU, "condition" on a CPU.
 GROUPINGS: tuple[str, ...] = ("auto", "sweep", "condition", "all")
 DEFAULT_GROUP = "auto"
 

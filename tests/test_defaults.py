@@ -15,10 +15,10 @@ from kanx import vocab
 def test_one_pack_grouping_default_for_every_entry_point(monkeypatch):
     from hydra_plugins.kanx_launcher.packed_launcher import PackedLauncher, PackedLauncherConf
     from hydra_plugins.kanx_launcher.slurm_launcher import SlurmLauncherConf
-    from kanx import plan, runner
+    from kanx import jobs, plan, runner
 
     assert vocab.DEFAULT_GROUP in vocab.GROUPINGS
-    for f in (runner.make_packs, runner.run_jobs, runner.run_command, plan.run_plan, PackedLauncher):
+    for f in (jobs.make_packs, runner.run_jobs, runner.run_command, plan.run_plan, PackedLauncher):
         assert inspect.signature(f).parameters["group"].default == vocab.DEFAULT_GROUP, f
     assert PackedLauncherConf.group == SlurmLauncherConf.group == vocab.DEFAULT_GROUP
     # kanx-reproduce (make reproduce-tables) passes the same default on to kanx.plan
@@ -31,7 +31,7 @@ def test_one_pack_grouping_default_for_every_entry_point(monkeypatch):
 
 
 def test_auto_is_condition_on_a_cpu_and_all_on_a_gpu(monkeypatch):
-    from kanx.runner import resolve_group
+    from kanx.jobs import resolve_group
 
     assert [resolve_group(g, "cpu") for g in ("sweep", "condition", "all")] == ["sweep", "condition", "all"]
     assert resolve_group("auto", "cpu") == "condition"

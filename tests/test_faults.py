@@ -302,9 +302,9 @@ def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(
     file is the reference copy, and are refused when it is another copy."""
     from kanx.data.tabular import CONCRETE
     from kanx.errors import ConfigError
+    from kanx.jobs import prepare_jobs
     from kanx.plan import sweep_jobs
     from kanx.records import write_record
-    from kanx.runner import prepare_jobs
 
     shared = Path(__import__("os").environ.get("KANX_DATA_DIR", "/work/shared/data"))
     if not (shared / "concrete.csv").is_file():
@@ -387,8 +387,8 @@ def test_memory_bound_counts_members_and_skips_an_unknown_free_memory(monkeypatc
     from kanx import checks
     from kanx.checks import check_memory, pack_bytes
     from kanx.errors import ConfigError
+    from kanx.jobs import make_packs, prepare_jobs
     from kanx.plan import sweep_jobs
-    from kanx.runner import make_packs, prepare_jobs
 
     jobs = prepare_jobs(sweep_jobs("sin_xy2", "E", ["results_root=/nonexistent", "seed=0,1"]))
     (pack,) = make_packs(jobs)

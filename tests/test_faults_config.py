@@ -267,8 +267,8 @@ def test_the_cli_trains_a_long_tag_sweep_and_status_finds_its_folder(tmp_path):
 
 def test_a_value_swept_twice_is_one_job_trained_once(tmp_path):
     """seed=0,0 and beta=0.1,0.10 (Hydra reads both as 0.1, so one folder beta=0.1) are one run."""
+    from kanx.jobs import prepare_jobs
     from kanx.plan import sweep_jobs
-    from kanx.runner import prepare_jobs
 
     configs = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0,0", "beta=0.1,0.10", *TOY_RUN])
     assert len(configs) == 4 and len({d for _, d in configs}) == 1

@@ -119,7 +119,8 @@ def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group)
 
     from kanx.confdir import initialize_conf
     from kanx.config import register_resolvers
-    from kanx.runner import make_packs, pending, prepare_jobs, run_jobs
+    from kanx.jobs import make_packs, pending, prepare_jobs, resume
+    from kanx.runner import run_jobs
 
     register_resolvers()
     small = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false", "train.epochs=4", "train.warmup=2", "train.fc_warmup=1",
@@ -136,7 +137,7 @@ def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group)
         return out
 
     together = configs(tmp_path / "together")
-    packs = make_packs(pending(prepare_jobs(together)), group=group)
+    packs = make_packs(resume(pending(prepare_jobs(together))), group=group)
     assert len(packs) == (2 if group == "condition" else 1)
     assert all(len({j.run.data.name for j in p}) == 2 for p in packs)
     mixed_records = run_jobs(together, group=group)

@@ -6,8 +6,8 @@ import json
 import pytest
 from helpers import TOY, cli, records, wait_for
 
-from kanx.plan import assign, run_plan, sweep_jobs
-from kanx.runner import make_packs, pending, prepare_jobs
+from kanx.jobs import assign, make_packs, pending, prepare_jobs, resume
+from kanx.plan import run_plan, sweep_jobs
 
 TINY = [*TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "seed=0,1"]
 
@@ -28,7 +28,7 @@ def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
     cli("+condition=E", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
     cli("+condition=X", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
     configs = [j for c in ("E", "X") for j in sweep_jobs("sin_xy2", c, [f"results_root={tmp_path / 'plan'}", "beta=0.0,0.1", *TINY])]
-    assert len(make_packs(pending(prepare_jobs(configs)), group="all")) == 1
+    assert len(make_packs(resume(pending(prepare_jobs(configs))), group="all")) == 1
     assert run_plan(configs, group="all", workers=2, plan_dir=tmp_path / "logs") == 0
     by_cli = {(r["condition"], r["beta"], r["seed"]): r for r in records(tmp_path / "cli")}
     by_plan = {(r["condition"], r["beta"], r["seed"]): r for r in records(tmp_path / "plan")}
@@ -45,7 +45,7 @@ def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
 
 
 class _Job:
-    """What kanx.plan.pack_cost reads of a job: epochs, batch size, n_train and the resume epoch."""
+    """What kanx.jobs.pack_cost reads of a job: epochs, batch size, n_train and the resume epoch."""
 
     def __init__(self, epochs: int, resume_epoch: int = 0):
         self.run = type("Run", (), {"train": type("T", (), {"epochs": epochs, "batch_size": 1})()})()

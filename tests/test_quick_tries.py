@@ -10,7 +10,7 @@ from helpers import TOY, cli, composed
 
 from kanx.confdir import conf_dir
 from kanx.config import run_config_from
-from kanx.plan import starting
+from kanx.jobs import starting
 
 LOG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[kanx\]\[(INFO|WARNING|ERROR)\] - \S")
 DATASETS = sorted(p.stem for p in (conf_dir() / "dataset").glob("*.yaml"))

@@ -91,7 +91,7 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
 
 
 def job(folder: Path, beta: float, seed: int, config_hash: str = "h") -> SimpleNamespace:
-    """What write_manifests reads of a kanx.runner.Job."""
+    """What write_manifests reads of a kanx.jobs.Job."""
     run = SimpleNamespace(beta=beta, seed=seed, data=SimpleNamespace(name="concrete"), condition=SimpleNamespace(name="E"),
                           train=SimpleNamespace(epochs=100, batch_size=10, pack_size=70))
     return SimpleNamespace(run=run, run_dir=folder / f"beta={beta},seed={seed}", config_hash=config_hash, container={"dataset": {"n_train": 95}})

@@ -97,7 +97,8 @@ def test_resuming_from_member_states_gives_the_same_model():
 
 
 def test_the_trainer_keeps_its_state_at_the_last_epoch_boundary(tmp_path):
-    from kanx.runner import Checkpointer, Job
+    from kanx.jobs import Job
+    from kanx.runner import Checkpointer
 
     runs = make_runs(epochs=3)
     x, y = toy_data(3)

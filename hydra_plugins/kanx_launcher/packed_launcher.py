@@ -6,7 +6,7 @@ jobs that differ only in beta and seed as one batched model (a pack of up to
 ``group`` says how far packs mix a multirun's jobs (kanx.vocab.GROUPINGS): ``sweep`` one
 (dataset, condition) per pack, ``condition`` the datasets of one protocol together (e.g.
 `dataset=nguyen_f1,nguyen_f2`), ``all`` the conditions too, and ``auto`` (the default) ``all``
-on a GPU and ``condition`` on a CPU (kanx.runner.resolve_group).
+on a GPU and ``condition`` on a CPU (kanx.jobs.resolve_group).
 Hydra finds launchers only in the ``hydra_plugins`` namespace package, hence this folder.
 """
 

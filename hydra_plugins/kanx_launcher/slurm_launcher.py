@@ -232,9 +232,9 @@ def in_flight(run_dirs: Sequence[Path], queued: Optional[set]) -> dict:  # noqa:
 def _left_to_submit(prepared: list) -> tuple[list, dict]:
     """(jobs to submit, {run dir: SLURM task} of runs still queued from an earlier submission):
     runs with records and queued runs are left out."""
-    from kanx.runner import pending
+    from kanx.jobs import pending, resume
 
-    todo = pending(prepared)
+    todo = resume(pending(prepared))  # packs are cut by resume epoch too
     busy = in_flight([j.run_dir for j in todo], queued_ids())
     return [j for j in todo if j.run_dir not in busy], busy
 
@@ -312,9 +312,9 @@ class SlurmLauncher(Launcher):
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from kanx.errors import ConfigError, fail
+        from kanx.jobs import make_packs, prepare_jobs
         from kanx.manifest import write_manifests
         from kanx.records import discard_if_empty
-        from kanx.runner import make_packs, prepare_jobs
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
         log_beside_multirun(self, jobs)
@@ -439,8 +439,8 @@ class SlurmLauncher(Launcher):
         unless wait=false. Returns the number of runs left without a record (0 with
         wait=false)."""
         from kanx.errors import ConfigError, fail
+        from kanx.jobs import group_label, make_packs
         from kanx.manifest import write_manifests
-        from kanx.runner import group_label, make_packs
 
         try:
             sbatch = self._check_params()

@@ -62,12 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     from kanx.plan import one_pack
     from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
-    from kanx.vocab import CONDITIONS, condition_option
+    from kanx.vocab import PAPER_CONDITIONS
 
     device = torch.device(a.device)
     with tempfile.TemporaryDirectory() as tmp:
         extra = [f"results_root={tmp}", f"device={a.device}", "train.compile=false", f"seed={a.seeds}"]
-        pack = one_pack(a.datasets, [condition_option(c) for c in CONDITIONS], extra)
+        pack = one_pack(a.datasets, list(PAPER_CONDITIONS), extra)
     runs = [j.run for j in pack]
     datasets, _, x, y = pack_data(runs)
     trainer = Trainer(runs, x, y, datasets[0].n_train, device)

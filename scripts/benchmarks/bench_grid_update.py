@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     from kanx.plan import one_pack
     from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
-    from kanx.vocab import CONDITIONS, condition_option
+    from kanx.vocab import PAPER_CONDITIONS
 
-    conditions = a.conditions or [condition_option(c) for c in CONDITIONS]
+    conditions = a.conditions or list(PAPER_CONDITIONS)
 
     device = torch.device(a.device)
     with tempfile.TemporaryDirectory() as tmp:

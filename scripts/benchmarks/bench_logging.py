@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     from kanx.plan import one_pack
     from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
-    from kanx.vocab import CONDITIONS, condition_option
+    from kanx.vocab import PAPER_CONDITIONS
 
-    conditions = a.conditions or [condition_option(c) for c in CONDITIONS]
+    conditions = a.conditions or list(PAPER_CONDITIONS)
     device = torch.device(a.device)
     tmp = Path(tempfile.mkdtemp(prefix="bench_logging."))
     extra = [f"results_root={tmp}", f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}",

@@ -35,11 +35,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
-from kanx.vocab import CONDITIONS as _CONDITIONS  # noqa: E402
-from kanx.vocab import PAPER_DATASETS, condition_option  # noqa: E402
+from kanx.vocab import PAPER_DATASETS  # noqa: E402
 
 DATASETS = list(PAPER_DATASETS)
-CONDITIONS = [condition_option(c) for c in _CONDITIONS]
 
 
 def duration(seconds: float) -> str:
@@ -97,7 +95,7 @@ def sync(device: torch.device) -> None:
 
 
 def pack_seconds(pack, t: dict) -> float:
-    from kanx.plan import steps_left
+    from kanx.jobs import steps_left
     from kanx.trainer import member_grid_updates
 
     grid_epochs = len(member_grid_updates(pack[0].run.train, [j.run.condition for j in pack]))
@@ -125,15 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
     torch._dynamo.config.recompile_limit = 1024  # one compile per (stage, batch, M) shape
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
-    from kanx.plan import sweep_jobs
-    from kanx.runner import make_packs, prepare_jobs
+    from kanx.jobs import make_packs, prepare_jobs
+    from kanx.plan import sweeps_jobs
     from kanx.trainer import describe_device
 
     device = torch.device(a.device)
     start = time.perf_counter()
     overrides = [f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}"]
     with tempfile.TemporaryDirectory() as tmp:
-        configs = [c for d in a.datasets for cond in CONDITIONS for c in sweep_jobs(d, cond, [f"results_root={tmp}", *overrides])]
+        configs = sweeps_jobs(a.datasets, overrides=[f"results_root={tmp}", *overrides])  # every condition of the paper
         jobs = prepare_jobs(configs)
     size = a.pack_size or "train.pack_size"
     plans = {f"group={g}, pack size {size}": make_packs(jobs, a.pack_size, g) for g in a.group}

@@ -40,9 +40,9 @@ def sweep_overrides(k: int, root: Path, seeds: int, quick: bool, extra: list[str
 
 
 def run(k: int, root: Path, seeds: int, quick: bool, extra: list[str]) -> int:
-    from kanx.plan import run_plan, sweep_jobs
+    from kanx.plan import run_plan, sweeps_jobs
 
-    configs = [job for d in DATASETS for c in CONDITIONS for job in sweep_jobs(d, c, sweep_overrides(k, root, seeds, quick, extra))]
+    configs = sweeps_jobs(DATASETS, CONDITIONS, sweep_overrides(k, root, seeds, quick, extra))
     return run_plan(configs)
 
 
