@@ -31,6 +31,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from kanx.compiling import static
+
 # lowbias32's multipliers, and the golden ratio's odd constant for the second chain
 _M1, _M2, _GOLDEN = 0x7FEB352D, 0x846CA68B, 0x9E3779B9
 MASK = 0xFFFFFFFF
@@ -101,14 +103,14 @@ def to_uniform(h: torch.Tensor) -> torch.Tensor:
     return ((h >> 8) | 1).to(torch.float32) * 2.0**-24
 
 
-def orders(epoch_streams: tuple[torch.Tensor, torch.Tensor], n: int) -> torch.Tensor:
+def orders(epoch_streams: tuple[torch.Tensor, torch.Tensor], n: int, kernel=None) -> torch.Tensor:
     """(M, n) int64: each member's minibatch order for an epoch, a permutation of range(n).
 
     A keyed bijection of [0, 2^k), k = 2h the least even number with 2^k >= n (order_images),
     keeping the images of 0, 1, ..., 2^k - 1 that fall below n, in that order (compact): what
     cycle-walking gives, without a data-dependent loop. No sort: sorting 32-bit keys cost 78 ms
     of the 624-member Nguyen epoch on one CPU thread."""
-    return compact(order_images(epoch_streams, n), n)
+    return compact(order_images(epoch_streams, n, kernel), n)
 
 
 def order_images(epoch_streams: tuple[torch.Tensor, torch.Tensor], n: int, kernel=None) -> torch.Tensor:
@@ -159,20 +161,6 @@ def _uniforms(a: torch.Tensor, b: torch.Tensor, own_index: torch.Tensor) -> torc
     return torch.where(own_index >= 0, u, 0.5)
 
 
-_COMPILED: dict[str, object] = {}
-
-
-def _compiled(kernel):
-    """``kernel`` as one torch.compile loop (static shapes: one compile per pack shape, cached on
-    disk by inductor). Integer arithmetic, so the same bits as eager."""
-    name = kernel.__name__
-    if name not in _COMPILED:
-        # past dynamo's default limit of 8 recompiles (a process trains several packs) it would fall back to eager
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-        _COMPILED[name] = torch.compile(kernel, dynamic=False, fullgraph=True)
-    return _COMPILED[name]
-
-
 def epoch_draws(member_streams: tuple[torch.Tensor, torch.Tensor], epoch, n: int, n_batches: int, slots: dict[int, torch.Tensor],
                 compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Every member's minibatch order (M, n) and noise (n_batches, M, sum of the slots' widths)
@@ -183,6 +171,5 @@ def epoch_draws(member_streams: tuple[torch.Tensor, torch.Tensor], epoch, n: int
     parts stay eager. The same integers, so the same draws. For a CPU pack that trains with the
     compiled basis; a GPU's draws run inside the epoch's CUDA graph instead."""
     at = at_epoch(member_streams, epoch)
-    feistel, uniforms = (_compiled(_feistel), _compiled(_uniforms)) if compiled else (_feistel, _uniforms)
-    perm = compact(order_images(at, n, feistel), n)
-    return perm, torch.cat([noise(at, purpose, n_batches, own, uniforms) for purpose, own in slots.items()], dim=-1)
+    feistel, uniforms = (static(_feistel, fullgraph=True), static(_uniforms, fullgraph=True)) if compiled else (_feistel, _uniforms)
+    return orders(at, n, feistel), torch.cat([noise(at, purpose, n_batches, own, uniforms) for purpose, own in slots.items()], dim=-1)

@@ -73,12 +73,8 @@ def one_thread():
         torch.set_num_threads(threads)
 
 
+@one_thread()
 def _score_model(model, scaling, estimator: str, dataset) -> dict:
-    with one_thread():
-        return _score_model_alone(model, scaling, estimator, dataset)
-
-
-def _score_model_alone(model, scaling, estimator: str, dataset) -> dict:
     from kanx.data import evaluate_members
     from kanx.kan.structure import model_structure, model_used_inputs
 

@@ -8,11 +8,12 @@ most of the cost. Adam is elementwise, so members of a pack never mix here eithe
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable
 
 import torch
+
+from kanx.compiling import static
 
 
 def _update(params, grads, m, v, b1: float, b2: float, eps: float, step_size: torch.Tensor, bias2_sqrt: torch.Tensor) -> None:
@@ -22,13 +23,6 @@ def _update(params, grads, m, v, b1: float, b2: float, eps: float, step_size: to
         m_.lerp_(g, 1 - b1)
         v_.mul_(b2).addcmul_(g, g, value=1 - b2)
         p.sub_(m_ / v_.sqrt().div_(bias2_sqrt).add_(eps) * step_size)  # = addcdiv_(m, denom, value=-step_size)
-
-
-@functools.cache
-def _fused_update():
-    # one compile per parameter list (a pack's shapes); a process trains several packs
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-    return torch.compile(_update, dynamic=False)
 
 
 class Adam:
@@ -75,7 +69,7 @@ class Adam:
             # 0-d float32 tensors, not Python floats: a float argument would recompile every step
             # (the eager ops round their Python scalars to float32 alike)
             step_size = torch.tensor(lr / (1 - b1**t), dtype=torch.float32)
-            _fused_update()(params, grads, m, v, b1, b2, eps, step_size, torch.tensor(math.sqrt(1 - b2**t), dtype=torch.float32))
+            static(_update)(params, grads, m, v, b1, b2, eps, step_size, torch.tensor(math.sqrt(1 - b2**t), dtype=torch.float32))
             return
         torch._foreach_lerp_(m, grads, 1 - b1)
         torch._foreach_mul_(v, b2)

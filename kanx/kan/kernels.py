@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from kanx.compiling import static
+
 
 def local_planes(x: torch.Tensor, grid: torch.Tensor, K: int, with_derivative: bool, pointwise: bool = False):
     """The K+1 basis functions that can be nonzero at x, by the local (de Boor) form of Cox-de Boor.
@@ -251,7 +253,6 @@ def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.bmm(a, b)
 
 
-_COMPILED: dict = {}
 _EAGER = {"forward": _forward_eager, "grad_x": _grad_x_eager}
 _TO_COMPILE = {"forward": _forward, "grad_x": _grad_x_pointwise, "forward_one": _forward_one, "grad_w_one": _grad_w_one}
 
@@ -269,13 +270,7 @@ def _kernel(compiled: bool, name: str):
     """
     if not compiled:
         return _EAGER[name]
-    if name not in _COMPILED:
-        # One compile per (layer, batch shape): a 4-stage pack with a partial last batch already
-        # needs 8, and a process trains several packs; past dynamo's default limit of 8 it would
-        # silently fall back to eager (~3x slower).
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-        _COMPILED[name] = torch.compile(_TO_COMPILE[name], dynamic=False)
-    return _COMPILED[name]
+    return static(_TO_COMPILE[name])  # one compile per (layer, batch shape)
 
 
 class _KANMatmul(torch.autograd.Function):
