@@ -16,11 +16,19 @@ until it reads a checkpoint).
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kanx import records
 from kanx.vocab import CHECKPOINT
+
+
+def write_together(checkpoints: Sequence[tuple[Checkpoint, Path]]) -> None:
+    """Write the checkpoint.pt of several runs (a pack's, at one epoch) so that a process killed
+    while writing leaves them all at the old epoch or all at the new one, never split (then they
+    resume as one pack): kanx.records.atomic_write_together. A StorageError when one cannot be written."""
+    records.atomic_write_together([(Path(run_dir) / CHECKPOINT, torch_bytes(c.to_dict())) for c, run_dir in checkpoints])
 
 
 class BadCheckpoint(Exception):
@@ -66,7 +74,7 @@ class Checkpoint:
     def write(self, run_dir: Path) -> None:
         """Write RUN_DIR/checkpoint.pt atomically (kanx.records.atomic_write_bytes: a StorageError
         when it cannot be written)."""
-        records.atomic_write_bytes(Path(run_dir) / CHECKPOINT, torch_bytes(self.to_dict()))
+        write_together([(self, run_dir)])
 
     @classmethod
     def read(cls, run_dir: Path) -> Checkpoint:

@@ -21,12 +21,12 @@ import platform
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from kanx.atomic import _UMASK, atomic_write_bytes, atomic_write_together, cannot_write, remove_half_written  # noqa: F401  (the writer's names)
 from kanx.errors import StorageError
 from kanx.hashing import sha256_of
 from kanx.vocab import CHECKPOINT, CURVES, DONE, LOCK, METRICS, METRICS_GZ, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
@@ -41,52 +41,6 @@ def finite_or_none(value):
     if isinstance(value, list | tuple):
         return [finite_or_none(v) for v in value]
     return value
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-
-
-def cannot_write(path: Path, error: OSError) -> StorageError:
-    """``error`` (raised writing ``path``) as the one-line StorageError, naming ``path``: the
-    OSError of a full disk names no file."""
-    return StorageError(error.errno, error.strerror, str(path))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over ``path``:
-    a reader sees the old file or the new one, never half of one. Raises StorageError."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:
-        raise cannot_write(path, e) from e
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; records are for the whole group to read
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):  # on a file system turned read-only it stays; the next lock holder removes it
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise cannot_write(path, e) from e
-        raise
-
-
-def remove_half_written(run_dir: Path) -> None:
-    """Delete the temporaries ``atomic_write_bytes`` leaves in a run's folder when its process is
-    killed between writing and renaming (``.<name>.<random>.tmp``). Call it only while holding
-    the run's lock: then no live process is writing them."""
-    for tmp in Path(run_dir).glob(".*.tmp"):
-        tmp.unlink(missing_ok=True)
 
 
 def curve_path(run_dir: Path) -> Path | None:

@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from kanx import records, vocab
-from kanx.checkpoint import Checkpoint, torch_bytes
+from kanx.checkpoint import Checkpoint, torch_bytes, write_together
 from kanx.checks import resolve_device
 from kanx.config import RunConfig
 from kanx.curves import Curves, pack_curves
@@ -203,10 +203,9 @@ def stop_on_signals() -> Checkpointer:
 
 def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
     where, pack = _where(trainer.device), _pack_facts(jobs, trainer)
-    for m, job in enumerate(jobs):
-        Checkpoint(epoch=state["epoch"], state=trainer.member_slice(state, m), config_hash=job.config_hash, data_hash=job.data_hash,
-                   history=_segments(job, where, state["epoch"], state["train_seconds"] - trainer.resumed_train_seconds),
-                   pack=pack).write(job.run_dir)
+    write_together([(Checkpoint(epoch=state["epoch"], state=trainer.member_slice(state, m), config_hash=job.config_hash, data_hash=job.data_hash,
+                                history=_segments(job, where, state["epoch"], state["train_seconds"] - trainer.resumed_train_seconds),
+                                pack=pack), job.run_dir) for m, job in enumerate(jobs)])
 
 
 def _pack_facts(jobs: Sequence[Job], trainer: Trainer) -> dict:

@@ -480,3 +480,26 @@ def test_a_killed_writers_temporaries_are_removed_once_the_lock_is_taken(tmp_pat
     assert not list(free.run_dir.glob("*.tmp")) and (free.run_dir / "checkpoint.pt").read_bytes() == b"kept"
     assert len(list(held.run_dir.glob(".*.tmp"))) == 2  # another process may still be writing them
     unlock(free.run_dir)
+
+
+def test_a_packs_checkpoints_killed_while_written_stay_at_one_epoch(tmp_path, monkeypatch):
+    # A pack resumes as one only if its members' checkpoints share an epoch: a writer that dies
+    # after some of them are written must leave none of them at the new epoch.
+    import kanx.atomic
+    from kanx.checkpoint import Checkpoint, write_together
+
+    runs = [tmp_path / f"seed={s}" for s in range(3)]
+    write_together([(Checkpoint(epoch=10, config_hash="h"), run) for run in runs])
+    staged = []
+
+    def dies_on_the_third(path, data, real=kanx.atomic._stage):
+        if len(staged) == 2:
+            raise KeyboardInterrupt  # as a signal's exception would, mid-write
+        staged.append(path)
+        return real(path, data)
+
+    monkeypatch.setattr(kanx.atomic, "_stage", dies_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        write_together([(Checkpoint(epoch=20, config_hash="h"), run) for run in runs])
+    assert [Checkpoint.read(run).epoch for run in runs] == [10, 10, 10]
+    assert not list(tmp_path.rglob("*.tmp"))
