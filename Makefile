@@ -19,7 +19,7 @@ OVERRIDES ?=
 GROUP    ?=
 PACK_SIZE ?=
 
-.PHONY: help install run formula test test-full test-processes test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
+.PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction bench bench-paper clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
@@ -43,11 +43,8 @@ formula: install ## Symbolic formula of the default run (after make run): formul
 test: install ## Fast test suite, in-process (includes one small real sweep through the CLI)
 	$(PY) -m pytest
 
-test-full: install ## Every test: the fast ones, those that start processes or build the wheel, the offline GPU job's dry runs (not the SLURM ones)
-	$(PY) -m pytest -m "not slurm"
-
-test-processes: install ## The slow tier without the longest (what CI runs after make test): the CLI, scripts and long trainings
-	$(PY) -m pytest -m "slow and not long"
+test-full: test ## Every test but the SLURM ones (what CI runs): make test, then those that start processes, build the wheel, train long, or dry-run the offline GPU job
+	$(PY) -m pytest -m "(slow or offline_gpu) and not slurm"
 
 test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and the benchmark on the GPU
 	$(PY) -m pytest tests/test_cuda.py -rs

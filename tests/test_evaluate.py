@@ -96,8 +96,7 @@ def test_committed_ikeda_runs_score_from_their_weights_as_their_records_say(run,
     assert "1 agree, 0 differ" in capsys.readouterr().out
 
 
-@pytest.mark.slow
-@pytest.mark.long  # one seed of every committed Ikeda cell, about 3 s a run (make test-full)
+@pytest.mark.slow  # one seed of every committed Ikeda cell, about 3 s a run
 def test_every_committed_ikeda_cell_scores_from_its_weights_as_its_records_say(capsys):
     runs = sorted((RESULTS / "ikeda").glob("*/default/beta=*,seed=0"))
     assert len(runs) == 38  # 8 conditions, their betas

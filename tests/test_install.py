@@ -121,7 +121,6 @@ def test_installed_entry_points_run_a_sweep_outside_the_checkout(installed, tmp_
     assert record["versions"]["kanx"] == version and record["git_commit"] and version.split("+g")[1].startswith(record["git_commit"][:7])  # the build
 
 
-@pytest.mark.long
 @pytest.mark.slow
 def test_the_installed_wheel_shows_its_license_and_a_version_from_git_and_has_every_console_script(installed, tmp_path):
     """`pip show kanx` of the wheel installed into a fresh venv outside the checkout: the license

@@ -203,7 +203,6 @@ def test_quick_readme_commands(tmp_path):
     run_commands([c for c in readme_commands() if runnable(c) and c not in SLOW], tmp_path)
 
 
-@pytest.mark.long
 @pytest.mark.slow
 def test_slow_readme_commands(tmp_path):
     run_commands([c for c in readme_commands() if runnable(c) and c in SLOW], tmp_path)
