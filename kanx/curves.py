@@ -29,6 +29,7 @@ import gzip
 import io
 import os
 from pathlib import Path
+from typing import TextIO
 
 import torch
 
@@ -53,6 +54,11 @@ class Curves:
     def __init__(self, run_dirs: list[Path], every: int, resume_epoch: int = 0, logger: RowLogger | None = None):
         self.run_dirs, self.every, self.logger = [Path(d) for d in run_dirs], every, logger or NoLogger()
         self.columns: list[list[str] | None] = [_start(d, resume_epoch) for d in self.run_dirs]
+        # Each member's live file stays open for appending while the pack trains (as many as the
+        # process's file limit allows comfortably; the rest are opened per row): opening hundreds
+        # of files per logged epoch cost far more than writing their lines.
+        self._files: dict[int, TextIO] = {}
+        self._max_open = _open_budget()
 
     @torch.no_grad()
     def add(self, trainer: Trainer, progress: Progress) -> None:
@@ -77,17 +83,41 @@ class Curves:
             if condition.exits:
                 row |= {f"pi_{k}": float(pi[m][k]) for k in range(model.L)} | {"tau_x": tau}
             row |= {"lr": cfg.lr, "elapsed_s": round(trainer.train_seconds, 3)}
-            self.columns[m] = _append(self.run_dirs[m] / METRICS, self.columns[m], row)
+            self.columns[m] = self._append(m, row)
             rows.append(row)
         self.logger.log(rows)
+
+    def _append(self, m: int, row: dict) -> list[str]:
+        """Append ``row`` to member m's live file through its open handle (_append)."""
+        path, columns = self.run_dirs[m] / METRICS, self.columns[m]
+        if columns is not None and list(row) != columns:  # _append rewrites the file: a handle would point at the old one
+            self._close_file(m)
+            return _append(path, columns, row)
+        out = self._files.get(m)
+        if out is None and len(self._files) < self._max_open:
+            try:
+                out = self._files[m] = open(path, "a", newline="")
+            except OSError as e:
+                raise records.cannot_write(path, e) from e
+        return _append(path, columns, row, out)
+
+    def _close_file(self, m: int) -> None:
+        out = self._files.pop(m, None)
+        if out is not None:
+            try:
+                out.close()
+            except OSError as e:
+                raise records.cannot_write(self.run_dirs[m] / METRICS, e) from e
 
     def flush(self) -> None:
         """Make the rows written so far durable (a checkpoint's: a resume keeps the rows up to its
         epoch, so they must survive whatever the checkpoint survives)."""
-        for run_dir in self.run_dirs:
+        for m, run_dir in enumerate(self.run_dirs):
             path = run_dir / METRICS
             try:
-                if path.is_file():
+                if m in self._files:
+                    os.fsync(self._files[m].fileno())
+                elif path.is_file():
                     with open(path, "rb+") as f:
                         os.fsync(f.fileno())
             except OSError as e:
@@ -95,8 +125,12 @@ class Curves:
         self.logger.flush()
 
     def close(self, finished: bool = True) -> None:
-        """The training is over (``finished``, or stopped): the logger's runs end."""
-        self.logger.close(finished)
+        """The training is over (``finished``, or stopped): the live files are closed, the logger's runs end."""
+        try:
+            for m in list(self._files):
+                self._close_file(m)
+        finally:
+            self.logger.close(finished)
 
 
 def pack_curves(jobs, trainer: Trainer) -> Curves:
@@ -122,12 +156,13 @@ def _start(run_dir: Path, resume_epoch: int) -> list[str] | None:
     return list(kept[0])
 
 
-def _append(path: Path, columns: list[str] | None, row: dict) -> list[str]:
+def _append(path: Path, columns: list[str] | None, row: dict, out: TextIO | None = None) -> list[str]:
     """Append ``row`` to the curve at ``path`` whose header is ``columns`` (None: no file yet, it
-    is made with a header). One write of one line, so a reader sees whole rows (a process killed
-    mid-write leaves at most a cut last line, which readers drop). A row with other columns than
-    the file's (a run resumed by a kanx that logs more) rewrites the file with both sets. Returns
-    the file's columns. Raises StorageError."""
+    is made with a header), through ``out`` (the file open for appending) or a file opened here.
+    One write of one line, flushed, so a reader sees whole rows (a process killed mid-write leaves
+    at most a cut last line, which readers drop). A row with other columns than the file's (a run
+    resumed by a kanx that logs more) rewrites the file with both sets (through ``path``: a
+    caller's open handle is stale after it). Returns the file's columns. Raises StorageError."""
     if columns is not None and list(row) != columns:
         rows = _read_rows(path) + [row]
         _write_rows(path, rows, columns=list(dict.fromkeys(k for r in rows for k in r)))
@@ -138,11 +173,25 @@ def _append(path: Path, columns: list[str] | None, row: dict) -> list[str]:
         writer.writeheader()
     writer.writerow(row)
     try:
-        with open(path, "a", newline="") as f:
-            f.write(buf.getvalue())
+        if out is not None:
+            out.write(buf.getvalue())
+            out.flush()
+        else:
+            with open(path, "a", newline="") as f:
+                f.write(buf.getvalue())
     except OSError as e:
         raise records.cannot_write(path, e) from e
     return list(row)
+
+
+def _open_budget() -> int:
+    """How many live files a pack keeps open: a quarter of the process's file limit, at most 1,024."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 256
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(0, min(1024, (soft if soft != resource.RLIM_INFINITY else 4096) // 4))
 
 
 def _read_rows(path: Path | None) -> list[dict]:

@@ -151,9 +151,9 @@ def test_a_finished_run_keeps_only_a_gzipped_curve_that_reads_back_as_written(tm
 
     append = curves_module._append
 
-    def spy(path, columns, row):  # every row during training: what the run wrote, as it wrote it
+    def spy(path, columns, row, out=None):  # every row during training: what the run wrote, as it wrote it
         written.append((path.name, dict(row)))
-        return append(path, columns, row)
+        return append(path, columns, row, out)
 
     monkeypatch.setattr(curves_module, "_append", spy)
     run_jobs(configs)
@@ -382,3 +382,27 @@ def test_logger_mlflow_continues_a_resumed_runs_mlflow_run(tmp_path, monkeypatch
     assert run.info.status == "FINISHED"
     # the stopped process's epoch 8 stays beside the resumed one's (MLflow keeps every point)
     assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [2, 4, 6, 8, 8, 10, 12]
+
+
+def test_live_files_kept_open_or_opened_per_row_hold_the_same_rows_through_a_change_of_columns(tmp_path, monkeypatch):
+    """A pack keeps its members' live files open (as many as the file limit allows; the rest
+    are opened per row): both give the same file, also when a row with new columns rewrites it
+    (the open handle is replaced, not written into the old file), and flush and close work on both."""
+    import kanx.curves as curves_module
+    from kanx.curves import Curves, _read_rows
+
+    monkeypatch.setattr(curves_module, "_open_budget", lambda: 1)  # member 0 kept open, member 1 opened per row
+    dirs = [tmp_path / "kept", tmp_path / "per_row"]
+    for d in dirs:
+        d.mkdir()
+    curves = Curves(dirs, every=2, resume_epoch=0)
+    rows = [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.25, "tau_x": 1.5}, {"epoch": 8, "loss": 0.125, "tau_x": 1.0}]
+    for row in rows:
+        for m in range(2):
+            curves.columns[m] = curves._append(m, row)
+        assert [_read_rows(d / "metrics.csv") for d in dirs] == [[{k: v for k, v in r.items()} for r in rows[: rows.index(row) + 1]]] * 2
+    assert list(curves._files) == [0]
+    curves.flush()
+    curves.close()
+    assert not curves._files
+    assert (dirs[0] / "metrics.csv").read_bytes() == (dirs[1] / "metrics.csv").read_bytes()

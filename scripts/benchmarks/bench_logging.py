@@ -1,7 +1,9 @@
-"""What watching a pack costs: the packed epoch time with the training curves off (the
-reference), with their rows made but not written, with rows appended to every run's live
-metrics.csv (kanx.curves, the default), and with `logger=tensorboard` on top (kanx.loggers),
-each as a ratio to the reference timed in the same process. Nothing is written outside a
+"""What watching a pack costs: first the appends of a logged epoch alone (the pack's live files
+kept open, as kanx does, against opened for every row, as it did before); then the packed epoch
+time with the training curves off (the reference), with their rows made but not written, with
+rows appended to every run's live metrics.csv (kanx.curves, the default), and with
+`logger=tensorboard` on top (kanx.loggers), each as a ratio to the reference timed in the same
+process. Nothing is written outside a
 temporary folder.
 
     python scripts/benchmarks/bench_logging.py [--device cuda] [--cuda-graph] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
@@ -30,6 +32,34 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 MODES = ("reference", "rows", "live", "tensorboard")
+
+
+def appends_alone(tmp: Path, members: int, repeats: int, rows: int = 20) -> None:
+    """The appends of a logged epoch alone, for ``members`` live files: kept open for the pack's
+    training (kanx.curves.Curves, since 2026-11-28) against opened for every row (before), the
+    two taking turns; prints the median milliseconds per logged epoch of each."""
+    import kanx.curves
+
+    budget = kanx.curves._open_budget
+    times: dict[str, list[float]] = {"kept open": [], "opened per row": []}
+    for i in range(repeats):
+        for mode in times:
+            dirs = [tmp / mode.replace(" ", "_") / str(i) / str(m) for m in range(members)]
+            for d in dirs:
+                d.mkdir(parents=True)
+            kanx.curves._open_budget = budget if mode == "kept open" else (lambda: 0)
+            curves = kanx.curves.Curves(dirs, 1, 0)
+            for epoch in range(1, rows + 1):
+                row = {"epoch": epoch, "loss": 0.5 / epoch, "data_loss": 0.4 / epoch, "lc": 12.5, "beta": 0.01, "open_gates": 40, "exit": 2}
+                t0 = time.perf_counter()
+                for m in range(members):
+                    curves.columns[m] = curves._append(m, row)
+                times[mode].append(time.perf_counter() - t0)
+            curves.close()
+    kanx.curves._open_budget = budget
+    kept, per_row = (statistics.median(times[k]) * 1e3 for k in times)
+    print(f"appends alone, {members} live files: kept open {kept:.2f} ms per logged epoch, opened per row {per_row:.2f} ms "
+          f"(per row / kept open {per_row / kept:.1f})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         if mode != "reference":
             logger = open_logger(LoggerConfig(name="tensorboard" if mode == "tensorboard" else "none"), dirs, [{}] * len(dirs))
             curves = kanx.curves.Curves(dirs, a.log_every, 0, logger)
-        kanx.curves._append = (lambda path, columns, row: list(row)) if mode == "rows" else append
+        kanx.curves._append = (lambda path, columns, row, out=None: list(row)) if mode == "rows" else append
         adds: list[float] = []
 
         def on_epoch(trainer, progress):
@@ -94,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             curves.close()
         return seconds, adds
 
+    appends_alone(tmp / "appends", len(pack), a.repeats)
     timed("reference", -1)  # warm-up: allocator, compile, graph capture
     times, adds = {mode: [] for mode in MODES}, {mode: [] for mode in MODES}
     for i in range(a.repeats):
