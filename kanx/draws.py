@@ -116,17 +116,19 @@ def orders(epoch_streams: tuple[torch.Tensor, torch.Tensor], n: int, kernel=None
 def order_images(epoch_streams: tuple[torch.Tensor, torch.Tensor], n: int, kernel=None) -> torch.Tensor:
     """(M, 2^k) int64: a Feistel network of ORDER_ROUNDS rounds on two h-bit halves applied to
     range(2^k), round r mixing in a table of 2^h words drawn from the counter (epoch, step r,
-    ORDER): 2^h hashes per member and round, then a gather and an xor per element
-    (``kernel``: _feistel, or its compiled twin)."""
+    ORDER): the chains up to the index per member and round here, then 2^h hashes per member and
+    round, a gather and an xor per element (``kernel``: _feistel, or its compiled twin)."""
     a = epoch_streams[0]
     M, h = a.shape[0], max(1, (max(n - 1, 1).bit_length() + 1) // 2)
     rounds = (torch.arange(ORDER_ROUNDS, device=a.device).view(-1, 1, 1) << 2) | ORDER  # round r as the step: one word each
-    tables = bits(epoch_streams, rounds, torch.arange(1 << h, device=a.device).view(1, 1, -1), (1, M, 1)) & ((1 << h) - 1)
-    return (kernel or _feistel)(tables, h)
+    round_a, round_b = prefixes(epoch_streams, rounds, (1, M, 1))
+    return (kernel or _feistel)(round_a, round_b, h)
 
 
-def _feistel(tables: torch.Tensor, h: int) -> torch.Tensor:
-    """The Feistel rounds (tables: (rounds, M, 2^h)) on every x in range(2^(2h)), per member."""
+def _feistel(round_a: torch.Tensor, round_b: torch.Tensor, h: int) -> torch.Tensor:
+    """The round tables (rounds, M, 2^h) from the rounds' chains (rounds, M, 1), then the Feistel
+    rounds on every x in range(2^(2h)), per member: the per-element part of a minibatch order."""
+    tables = _finish(round_a, round_b, torch.arange(1 << h, device=round_a.device).view(1, 1, -1)) & ((1 << h) - 1)
     x = torch.arange(1 << (2 * h), device=tables.device).expand(tables.shape[1], -1)
     left, right = x >> h, x & ((1 << h) - 1)
     for table in tables:
@@ -149,14 +151,13 @@ def noise(epoch_streams: tuple[torch.Tensor, torch.Tensor], purpose: int, n_step
     """(n_steps, M, width) float32 uniforms for an epoch's steps: member m's value in slot s
     is the draw of its own index ``own_index[m, s]`` (in its own condition's layout), or 1/2
     where ``own_index`` is -1 (a slot of the pack's layout the member lacks). ``kernel``: the
-    per-element part, _uniforms or its compiled twin."""
-    M = own_index.shape[0]
+    chains and the per-element part, _uniforms or its compiled twin."""
     words = (torch.arange(n_steps, device=own_index.device).view(n_steps, 1, 1) << 2) | purpose  # step and purpose in one word
-    a, b = prefixes(epoch_streams, words, (1, M, 1))
-    return (kernel or _uniforms)(a, b, own_index.unsqueeze(0))
+    return (kernel or _uniforms)(epoch_streams[0], epoch_streams[1], words, own_index.unsqueeze(0))
 
 
-def _uniforms(a: torch.Tensor, b: torch.Tensor, own_index: torch.Tensor) -> torch.Tensor:
+def _uniforms(stream_a: torch.Tensor, stream_b: torch.Tensor, words: torch.Tensor, own_index: torch.Tensor) -> torch.Tensor:
+    a, b = prefixes((stream_a, stream_b), words, (1, stream_a.shape[0], 1))
     u = to_uniform(_finish(a, b, own_index.clamp(min=0)))
     return torch.where(own_index >= 0, u, 0.5)
 
