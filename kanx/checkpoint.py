@@ -1,6 +1,7 @@
-"""A run's checkpoint.pt: the one type that writes and reads it.
+"""A run's checkpoint.pt: the one type that reads it (Checkpoint.read), and its writer.
 
-The runner writes one per member of a pack in training (kanx.runner.Checkpointer: every
+The runner writes one per member of a pack in training, all at once (write_together;
+kanx.runner.Checkpointer: every
 ``train.checkpoint_every`` epochs, and on SIGTERM, SIGINT or SLURM's USR2) and resumes a run
 from it (kanx.jobs.resume); kanx.status reads its epoch, last stretch and pack facts. The file
 is a dict of tensors and plain data, loaded with ``weights_only=True`` (unpickling anything
@@ -25,7 +26,7 @@ from kanx.vocab import CHECKPOINT
 
 
 def write_together(checkpoints: Sequence[tuple[Checkpoint, Path]]) -> None:
-    """Write the checkpoint.pt of several runs (a pack's, at one epoch) so that a process killed
+    """Write the checkpoint.pt of one run or several (a pack's, at one epoch) so that a process killed
     while writing leaves them all at the old epoch or all at the new one, never split (then they
     resume as one pack): kanx.records.atomic_write_together. A StorageError when one cannot be written."""
     records.atomic_write_together([(Path(run_dir) / CHECKPOINT, torch_bytes(c.to_dict())) for c, run_dir in checkpoints])
@@ -70,11 +71,6 @@ class Checkpoint:
         """The dict torch.save writes, keys in the order the runner has always written them."""
         return {"config_hash": self.config_hash, "data_hash": self.data_hash, "epoch": self.epoch,
                 "history": self.history, "pack": self.pack, "state": self.state}
-
-    def write(self, run_dir: Path) -> None:
-        """Write RUN_DIR/checkpoint.pt atomically (kanx.records.atomic_write_bytes: a StorageError
-        when it cannot be written)."""
-        write_together([(self, run_dir)])
 
     @classmethod
     def read(cls, run_dir: Path) -> Checkpoint:

@@ -79,17 +79,11 @@ def at_epoch(member_streams: tuple[torch.Tensor, torch.Tensor], epoch) -> tuple[
     return mix32(a ^ epoch), mix32(b ^ epoch)
 
 
-def bits(epoch_streams: tuple[torch.Tensor, torch.Tensor], word, index: torch.Tensor, member_shape: tuple[int, ...]) -> torch.Tensor:
-    """32 random bits (int64 in [0, 2^32)) for every counter: the epoch's streams (the member
-    axis viewed as ``member_shape``), a ``word`` (step and purpose, broadcastable) and an
-    ``index``. Two chains, so two counters share their bits only by chance (2^-64)."""
-    a, b = prefixes(epoch_streams, word, member_shape)
-    return _finish(a, b, index)
-
-
 def prefixes(epoch_streams: tuple[torch.Tensor, torch.Tensor], word, member_shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two chains up to the index: one value per member and word (few), left to the
-    per-element part (_finish) to combine with every index."""
+    """The two chains of a counter up to the index: the epoch's streams (the member axis viewed
+    as ``member_shape``) mixed with a ``word`` (step and purpose, broadcastable), one value per
+    member and word (few). _finish combines them with every index into 32 random bits; two
+    chains, so two counters share their bits only by chance (2^-64)."""
     a, b = (mix32(s.view(member_shape) ^ word) for s in epoch_streams)
     return a, b
 

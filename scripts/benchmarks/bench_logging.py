@@ -3,8 +3,7 @@ kept open, as kanx does, against opened for every row, as it did before); then t
 time with the training curves off (the reference), with their rows made but not written, with
 rows appended to every run's live metrics.csv (kanx.curves, the default), and with
 `logger=tensorboard` on top (kanx.loggers), each as a ratio to the reference timed in the same
-process. Nothing is written outside a
-temporary folder.
+process. Nothing is written outside a temporary folder.
 
     python scripts/benchmarks/bench_logging.py [--device cuda] [--cuda-graph] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
         [--epochs 200] [--log-every 50] [--repeats 3]
