@@ -1,6 +1,6 @@
 """Run every sweep of the paper, then the analysis (what `make reproduce-tables` calls).
 
-    kanx-reproduce [--scale full|smoke] [--datasets concrete ikeda ...]
+    kanx-reproduce [--scale full|smoke] [--datasets concrete ikeda ...] [--conditions EFX EFXI ...]
                    [--results DIR] [--launcher packed|basic|slurm] [--dry-run]
 
 (or `python -m kanx.reproduce`, or `python scripts/reproduce.py` from a checkout.)
@@ -14,7 +14,9 @@ is `all` on a GPU and `condition` on a CPU (kanx.jobs.resolve_group). `--jobs n`
 packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
 pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
 fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
-beta, short rollouts) into its own results folder.
+beta, short rollouts) into its own results folder. `--conditions` takes the paper's eight
+(the default) or any other factor set of E, F, X, N, I (EFXI, EFXN, ...: the studies of
+scripts/studies/).
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kanx.cli import prog
-from kanx.vocab import CONDITIONS as _CONDITIONS
-from kanx.vocab import DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_CONDITIONS, PAPER_DATASETS
+from kanx.vocab import BASELINE, DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_CONDITIONS, PAPER_DATASETS, condition_name_problem, condition_option
 
 DATASETS = list(PAPER_DATASETS)
 CONDITIONS = list(PAPER_CONDITIONS)
@@ -131,11 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     for d in a.datasets:
         if d not in DATASETS + ["sin_xy2"]:
             p.error(f"dataset {d!r} is not one of: {', '.join(DATASETS)}")
-    by_name = {name.lower(): option for name, option in zip(_CONDITIONS, CONDITIONS, strict=True)}
-    for c in a.conditions:
-        if c.lower() not in by_name:
-            p.error(f"condition {c!r} is not one of: {', '.join(_CONDITIONS)}")
-    a.conditions = [by_name[c.lower()] for c in a.conditions]  # Baseline or baseline: the config group's name
+    names = [BASELINE if c.lower() == BASELINE.lower() else c.upper() for c in a.conditions]  # baseline, efx: case aside
+    for name in names:  # the paper's eight or any other factor set (EFXI, EN, ...)
+        if condition_name_problem(name):
+            p.error(f"--conditions: {condition_name_problem(name)}")
+    a.conditions = [condition_option(name) for name in names]  # the config group's name
     results = a.results or ("outputs/smoke" if a.scale == "smoke" else "outputs/paper")
 
     commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides) for d in a.datasets for c in a.conditions]

@@ -18,7 +18,7 @@ from kanx.evaluate import _score_model
 from kanx.kan.gates import GAMMA, TAU, ZETA
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity
-from kanx.kan.structure import model_edge_roles, model_structure, model_used_inputs
+from kanx.kan.structure import model_edge_roles, model_hidden_units_kept, model_structure, model_used_inputs
 from kanx.vocab import CONDITIONS, FACTORS, all_conditions, condition_name_problem
 
 CLOSED = -30.0  # a logit whose gate is shut: E[z] = sigmoid(-30 + 1.6) ~ 5e-13
@@ -105,6 +105,7 @@ def test_a_node_gate_closed_by_hand_removes_every_edge_into_and_out_of_it():
     roles = model_edge_roles(model)[0]
     assert not roles.path[0][:, unit].any() and not roles.path[1][unit].any()
     assert model_structure(model)[0].contributing_edges == model_structure(ref)[0].contributing_edges - 3 - 3
+    assert model_hidden_units_kept(ref) == [4 + 3] and model_hidden_units_kept(model) == [3 + 3]  # x^(1): 4, x^(2): 3
     # the trunk's output no longer depends on what reaches the closed unit: closing it equals
     # zeroing its incoming and outgoing edges' gates by hand
     x = torch.rand(1, 32, 3) * 2 - 1

@@ -38,6 +38,17 @@ def test_a_bad_phase_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_a_study_phase_trains_the_study_into_the_studies_root_and_packs_it(tmp_path):
+    bad = window(tmp_path, "out0", "study:edges")
+    assert bad.returncode == 2 and "phase 'study:edges' is not DATASETS@SEEDS" in bad.stderr and "study:NAME (inputs, nodes, distractors)" in bad.stderr
+    p = window(tmp_path, "out", "study:inputs")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "study:inputs: exit 0" in p.stdout and "28 runs finished in this job so far" in p.stdout  # concrete and superconductor: 7 betas, 2 seeds
+    assert len(list((tmp_path / "studies" / "input-gates").rglob("done"))) == 28 and not (tmp_path / "results").exists()
+    packed = members(tmp_path / "out" / "records.tgz", "record.json")
+    assert len(packed) == 28 and all("/studies/input-gates/" in m and "/EFXI/" in m for m in packed)
+
+
 def test_a_second_call_keeps_the_first_calls_records_and_curves(tmp_path):
     first = window(tmp_path, "out1", "nguyen_f1@0")
     assert first.returncode == 0, first.stdout + first.stderr

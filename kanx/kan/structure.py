@@ -172,16 +172,28 @@ def edge_roles(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndar
     return EdgeRoles(path, bias, comp, len(set(labels)), depth, exit_k)
 
 
-def used_inputs(width: Sequence[int], forward: bool, roles: EdgeRoles) -> list[int]:
-    """The inputs a contributing edge leaves (in order): an input counts as used only then.
-    An edge out of an input that reaches an output is on a path, so the path edges say it."""
-    used = np.zeros(int(width[0]), dtype=bool)
+def path_sources(width: Sequence[int], forward: bool, roles: EdgeRoles) -> list[int]:
+    """Node ids (x^(0) units first, then x^(1), ..., as in the module docstring) that a path edge
+    leaves, in order: the units an input-to-output path runs through (the outputs aside). A unit
+    that only feeds bias terms is not among them: its edges merge into a constant."""
+    used = np.zeros(sum(int(w) for w in width[:-1]), dtype=bool)
     for k, path in enumerate(roles.path):
         rows = path.any(axis=1)  # (I_k,) stage k's inputs with a path edge
         first = 0 if forward else sum(int(w) for w in width[:k])  # node id of stage k's row 0
-        ids = first + np.nonzero(rows)[0]
-        used[ids[ids < width[0]]] = True
+        used[first + np.nonzero(rows)[0]] = True
     return [int(i) for i in np.nonzero(used)[0]]
+
+
+def used_inputs(width: Sequence[int], forward: bool, roles: EdgeRoles) -> list[int]:
+    """The inputs a contributing edge leaves (in order): an input counts as used only then.
+    An edge out of an input that reaches an output is on a path, so the path edges say it."""
+    return [i for i in path_sources(width, forward, roles) if i < width[0]]
+
+
+def hidden_units_kept(width: Sequence[int], forward: bool, roles: EdgeRoles) -> int:
+    """How many hidden units (x^(1), ..., x^(L-1)) an input-to-output path runs through: the
+    units the trained network still needs (node gates close the others, issue #38)."""
+    return sum(1 for i in path_sources(width, forward, roles) if i >= width[0])
 
 
 def _components(edges: list[tuple[int, int]]) -> int:
@@ -236,6 +248,11 @@ def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Struc
 def model_used_inputs(model: GatedKAN, estimator: str = "threshold") -> list[list[int]]:
     """used_inputs() of every member, under the same conditions as model_structure()."""
     return [used_inputs(model.width, c.forward, roles) for c, roles in zip(model.conditions, model_edge_roles(model, estimator), strict=True)]
+
+
+def model_hidden_units_kept(model: GatedKAN, estimator: str = "threshold") -> list[int]:
+    """hidden_units_kept() of every member, under the same conditions as model_structure()."""
+    return [hidden_units_kept(model.width, c.forward, roles) for c, roles in zip(model.conditions, model_edge_roles(model, estimator), strict=True)]
 
 
 def model_edge_roles(model: GatedKAN, estimator: str = "threshold") -> list[EdgeRoles]:

@@ -23,11 +23,14 @@
 #                         comma-separated); finished runs are skipped, so a phase already done costs
 #                         only its composition. Default: what the paper still needs from a GPU,
 #                         Nguyen seeds 3 to 9 (seeds 0 to 2 and the Concrete rerun are committed):
-#                         "nguyen_f1,...,nguyen_f10@3,...,9"
+#                         "nguyen_f1,...,nguyen_f10@3,...,9". A phase study:NAME (inputs, nodes or
+#                         distractors) trains that study beyond the paper (docs/STUDIES.md) into
+#                         KANX_WINDOW_STUDIES/<its folder>, e.g. "ikeda@4,5 study:inputs study:nodes"
 #   KANX_WINDOW_DATASETS  with KANX_WINDOW_SEEDS, the older form: the same datasets in every phase, one
 #   KANX_WINDOW_SEEDS     phase per space-separated seed list (e.g. "0,1,2 3,4,5,6,7,8,9"); ignored
 #                         when KANX_WINDOW_PHASES is set
 #   KANX_WINDOW_RESULTS   results root (default results/paper)
+#   KANX_WINDOW_STUDIES   the studies' root (default: studies beside the results root, results/studies)
 #   KANX_WINDOW_JOBS      training processes sharing the device (default 5)
 #   KANX_WINDOW_PACK_SIZE most runs per pack (default 160: five packs of 160 kept an H100 as busy as
 #                         two of 624 and 156 did, and every pack advances; docs/journal/benchmark-runs.md)
@@ -50,6 +53,8 @@ BUDGET=${1:-540}
 DEVICE=${KANX_WINDOW_DEVICE:-cuda}
 SCALE=${KANX_WINDOW_SCALE:-full}
 RESULTS=${KANX_WINDOW_RESULTS:-results/paper}
+STUDIES=${KANX_WINDOW_STUDIES:-$(dirname "$RESULTS")/studies}  # results/studies beside results/paper
+ROOTS=("$RESULTS" "$STUDIES")  # what this job reads, restores and packs
 JOBS=${KANX_WINDOW_JOBS:-5}
 PACK=${KANX_WINDOW_PACK_SIZE:-160}
 NGUYEN=$(a=(nguyen_f{1..10}); IFS=,; echo "${a[*]}")  # kanx.vocab.NGUYEN_PROBLEMS (not imported: this line runs before the wheels are in)
@@ -59,8 +64,9 @@ elif [ -n "${KANX_WINDOW_DATASETS:-}${KANX_WINDOW_SEEDS:-}" ]; then
   PHASES=$(for s in ${KANX_WINDOW_SEEDS:-0,1,2 3,4,5,6,7,8,9}; do printf '%s@%s ' "$DS" "$s"; done)
 else PHASES="$NGUYEN@3,4,5,6,7,8,9"
 fi
-for phase in $PHASES; do  # bad input fails here, before any compute: DATASETS@SEEDS
-  [[ $phase =~ ^[a-z0-9_,]+@[0-9,]+$ ]] || { echo "run.sh: phase '$phase' is not DATASETS@SEEDS (e.g. concrete,ikeda@0,1,2)" >&2; exit 2; }
+for phase in $PHASES; do  # bad input fails here, before any compute: DATASETS@SEEDS or study:NAME
+  [[ $phase =~ ^[a-z0-9_,]+@[0-9,]+$ || $phase =~ ^study:(inputs|nodes|distractors)$ ]] \
+    || { echo "run.sh: phase '$phase' is not DATASETS@SEEDS (e.g. concrete,ikeda@0,1,2) or study:NAME (inputs, nodes, distractors)" >&2; exit 2; }
 done
 BENCH_MIN=${KANX_WINDOW_BENCH_MIN:-120}
 RESERVE=${KANX_WINDOW_RESERVE:-45}
@@ -93,11 +99,11 @@ restore_kept() {  # restore_kept NAME TAR-OPTION: every earlier run's NAME archi
   compgen -G "$KEEP/$1-*.tgz" >/dev/null || return 1
   for f in "$KEEP/$1"-*.tgz; do tar xzf "$f" -C "$TAR_ROOT" "$2" 2>>"$LOG"; done
 }
-restore_kept records --skip-old-files && say "restored $(find "$RESULTS" -name done | wc -l) finished runs (an earlier run's in $KEEP, and the tree's)"
+restore_kept records --skip-old-files && say "restored $(find "${ROOTS[@]}" -name done 2>/dev/null | wc -l) finished runs (an earlier run's in $KEEP, and the tree's)"
 restore_kept curves --overwrite  # an earlier run's curves extend the tree's: they win
 # A run one job left checkpointed (metrics.csv) and a later one finished (metrics.csv.gz): the plain
 # file is the older, shorter curve, and readers take a plain file first (kanx.records.curve_path).
-find "$RESULTS" -name metrics.csv.gz -print0 2>/dev/null | while IFS= read -r -d '' gz; do
+find "${ROOTS[@]}" -name metrics.csv.gz -print0 2>/dev/null | while IFS= read -r -d '' gz; do
   [ -f "${gz%.gz}" ] && [ "${gz%.gz}" -ot "$gz" ] && rm -f "${gz%.gz}"; done || true
 
 # Checkpoints of unfinished runs from an earlier job (scripts/offline_gpu/unpack.sh puts them in .ckpt/),
@@ -106,7 +112,7 @@ if [ "$TAR_ROOT" = . ] && compgen -G ".ckpt/checkpoints.tgz*" >/dev/null; then
   # --keep-newer-files: on a node that keeps its files between runs, the last run's checkpoints are newer
   # than the carried ones and must not be rolled back.
   cat .ckpt/checkpoints.tgz* | tar xzf - --keep-newer-files 2>>"$LOG"
-  say "restored $(find "$RESULTS" -name checkpoint.pt | wc -l) checkpoints from .ckpt/ (an earlier job's unfinished runs; newer ones kept)"
+  say "restored $(find "${ROOTS[@]}" -name checkpoint.pt 2>/dev/null | wc -l) checkpoints from .ckpt/ (an earlier job's unfinished runs; newer ones kept)"
 fi
 
 # 2. The CUDA tests (skipped without CUDA); the graph path is used only if its tests pass.
@@ -155,19 +161,34 @@ fi
 REPRO=(--results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS" --no-analysis
        "device=$DEVICE" train.compile=false train.checkpoint_every=250)
 [ "$SCALE" = smoke ] && REPRO+=(--scale smoke)
+STUDY_RUN=("device=$DEVICE" train.compile=false train.checkpoint_every=250)
+phase_command() {  # phase_command PHASE GRAPH: the command line of a phase, in CMD
+  local graph="train.cuda_graph=$2"
+  case $1 in
+    study:inputs|study:nodes)
+      local name=${1#study:}; local dir=input-gates; [ "$name" = nodes ] && dir=node-gates
+      CMD=(scripts/studies/factor_study.py run "$name" --root "$STUDIES/$dir" --no-table --group all --pack-size "$PACK" --jobs "$JOBS"
+           ${SMOKE:+--scale smoke} "${STUDY_RUN[@]}" "$graph");;
+    study:distractors)
+      CMD=(scripts/studies/distractors.py run --root "$STUDIES/distractors" --no-table ${SMOKE:+--quick} "${STUDY_RUN[@]}" "$graph");;
+    *) local datasets=${1%@*}; CMD=(scripts/reproduce.py --datasets ${datasets//,/ } "${REPRO[@]}" "$graph" "seed=${1#*@}");;
+  esac
+}
+SMOKE=; [ "$SCALE" = smoke ] && SMOKE=1
 for phase in $PHASES; do
-  datasets=${phase%@*}; seeds=${phase#*@}; args=(--datasets ${datasets//,/ } "${REPRO[@]}")
+  phase_command "$phase" "$GRAPH"
   T=$(( $(left) - RESERVE ))
   [ "$T" -gt 30 ] || { say "no time left for $phase"; break; }
-  say "reproduce $phase for at most ${T}s: ${args[*]} train.cuda_graph=$GRAPH seed=$seeds"
+  say "$phase for at most ${T}s: ${CMD[*]}"
   P0=$(date +%s)
-  timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${args[@]}" "train.cuda_graph=$GRAPH" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
+  timeout --signal=TERM --kill-after=30 "$T" $PY "${CMD[@]}" >>"$OUT/reproduce.txt" 2>&1
   rc=$?
-  say "$phase: exit $rc after $(( $(date +%s) - P0 ))s; $(find "$RESULTS" -newer "$MARK" -name done | wc -l) runs finished in this job so far"
+  say "$phase: exit $rc after $(( $(date +%s) - P0 ))s; $(find "${ROOTS[@]}" -newer "$MARK" -name done 2>/dev/null | wc -l) runs finished in this job so far"
   if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$GRAPH" = true ]; then
     GRAPH=false; T=$(( $(left) - RESERVE ))
+    phase_command "$phase" false
     say "$phase failed with the graph path: again eagerly for at most ${T}s"
-    [ "$T" -gt 30 ] && timeout --signal=TERM --kill-after=30 "$T" $PY scripts/reproduce.py "${args[@]}" "train.cuda_graph=false" "seed=$seeds" >>"$OUT/reproduce.txt" 2>&1
+    [ "$T" -gt 30 ] && timeout --signal=TERM --kill-after=30 "$T" $PY "${CMD[@]}" >>"$OUT/reproduce.txt" 2>&1
     say "$phase eagerly: exit $?"
   fi
 done
@@ -190,7 +211,7 @@ fi
 #    while they fit what the copy step brings back (8 files, 64 MiB).
 pack() {  # pack NAME COUNTED FIND-TESTS...: this job's files that match -> $OUT/NAME.tgz; prints how many are named COUNTED
   local list; list=$(mktemp)
-  find "$RESULTS" -newer "$MARK" -type f \( "${@:3}" \) -print0 >"$list"
+  find "${ROOTS[@]}" -newer "$MARK" -type f \( "${@:3}" \) -print0 2>/dev/null >"$list"
   tar czf "$OUT/$1.tgz" --null -T "$list"
   grep -zcE "/($2)\$" "$list"; rm -f "$list"
 }

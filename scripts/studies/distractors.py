@@ -3,7 +3,7 @@ inputs (independent uniform noise on the true inputs' range, `dataset.distractor
 with input gates (EFXI) and without (EFX); how often exactly the true inputs x, y are kept,
 per beta, and at what test RMSE and size.
 
-    python scripts/studies/distractors.py run   [--k 3] [--seeds 10] [--root results/studies/distractors] [--quick] [OVERRIDE ...]
+    python scripts/studies/distractors.py run   [--k 3] [--seeds 10] [--root results/studies/distractors] [--quick] [--no-table] [OVERRIDE ...]
     python scripts/studies/distractors.py table [--k 3] [--root results/studies/distractors]
 
 `run` trains the sweeps (`python -m kanx.train +condition=C dataset=D +dataset.distractors=k
@@ -100,11 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", type=Path, default=Path("results/studies/distractors"), help="results root of the study")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
     p.add_argument("--quick", action="store_true", help="+debug=quick: a 20-epoch smoke test")
+    p.add_argument("--no-table", action="store_true", help="run: train only (e.g. in a time-boxed GPU job), no table")
     p.add_argument("overrides", nargs="*", help="more Hydra overrides for every sweep")
     a = p.parse_intermixed_args(argv)
     if a.command == "run":
         failed = run(a.k, a.root, a.seeds, a.quick, a.overrides)
-        print(table(a.root, a.k))
+        if not a.no_table:
+            print(table(a.root, a.k))
         return 1 if failed else 0
     print(table(a.root, a.k))
     return 0
