@@ -51,6 +51,17 @@ def test_a_study_is_read_beside_the_paper_on_the_papers_hypervolume_scale(roots)
     assert "| EFX   | 0.01 |  2/2 |      4.00 |    20 |     2 |            – |" in table, table  # no weights: a dash
 
 
+def test_a_paper_condition_the_study_retrained_replaces_the_papers(roots, tmp_path):
+    paper, study = roots
+    write_run(study, "EFX", 0.01, 0, rmse=3.5, edges=30)
+    runs = runs_beside_paper(study, paper, ["concrete"])
+    efx = runs[runs["condition"] == "EFX"]
+    assert len(efx) == 1 and efx["path"].iloc[0].startswith(study.as_posix()) and float(efx["test_rmse"].iloc[0]) == 3.5
+    assert len(runs[runs["condition"] == "Baseline"]) == 2  # the rest is still the paper's
+    alone = runs_beside_paper(study, tmp_path / "no-paper-here", ["concrete"])
+    assert sorted(set(alone["condition"])) == ["EFX", "EFXI"]
+
+
 def test_the_input_study_tabulates_the_inputs_each_cell_keeps(roots, capsys, monkeypatch):
     paper, study = roots
     path = ROOT / "scripts" / "studies" / "factor_study.py"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .aggregate import seed_medians
@@ -32,20 +33,23 @@ from .tables import DASH_MD, format_beta, format_count, format_number, markdown_
 def runs_beside_paper(study_root: str | Path, paper_root: str | Path, datasets: Iterable[str]) -> pd.DataFrame:
     """The study's records of ``datasets`` (any condition) and the paper's (its eight conditions
     only, so a study condition comes from the study's root alone), one run table as load_runs
-    gives it. ``path`` is each record's path with its root in front, so a run's folder is
-    ``Path(path).parent`` and the two roots' records never share a key."""
+    gives it. A (dataset, condition) the study's root holds replaces the paper's: a study may
+    retrain a paper condition (with its weights, say). ``path`` is each record's path with its
+    root in front, so a run's folder is ``Path(path).parent`` and the two roots' records never
+    share a key."""
     datasets, horizons = list(datasets), paper_readings()
+    study = load_runs(Path(study_root), rollout_horizon=horizons, datasets=datasets)
+    retrained = set(zip(study["dataset"], study["condition"], strict=True))
+    paper = load_runs(Path(paper_root), rollout_horizon=horizons, datasets=datasets)
+    kept = [c in CONDITIONS and (d, c) not in retrained for d, c in zip(paper["dataset"], paper["condition"], strict=True)]
+    paper = paper[np.asarray(kept, dtype=bool)]
     parts, launched, skipped = [], set(), []
     selected: dict[str, tuple[str, ...]] = {}
-    for root, keep in ((Path(paper_root), set(CONDITIONS)), (Path(study_root), None)):
-        runs = load_runs(root, rollout_horizon=horizons, datasets=datasets)
-        if keep is not None:
-            runs = runs[runs["condition"].isin(keep)]
-        runs = runs.assign(path=[(root / p).as_posix() for p in runs["path"]])
-        parts.append(runs)
+    for root, runs in ((Path(paper_root), paper), (Path(study_root), study)):
+        parts.append(runs.assign(path=[(root / p).as_posix() for p in runs["path"]]))
         selected |= {(root / p).as_posix(): names for p, names in runs.attrs.get("selected_inputs", {}).items()}
-        launched |= {c for c in runs.attrs.get("launched", ()) if keep is None or c[1] in keep}
         skipped += [((root / p).as_posix(), why) for p, why in runs.attrs.get("skipped", [])]
+    launched = {c for c in paper.attrs.get("launched", ()) if c[1] in CONDITIONS and c[:2] not in retrained} | set(study.attrs.get("launched", ()))
     runs = pd.concat(parts, ignore_index=True) if any(len(p) for p in parts) else parts[0]
     runs.attrs.update(selected_inputs=selected, launched=tuple(sorted(launched)), skipped=sorted(skipped), rollout_horizon=horizons)
     return runs

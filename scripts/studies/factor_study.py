@@ -8,13 +8,15 @@ paper's protocol, each read beside the paper's EFX runs of the same datasets:
           Superconductor): test RMSE, contributing edges, depth, hidden units kept, and HV.
 
     python scripts/studies/factor_study.py run   STUDY [--root DIR] [--jobs N] [--group G] [--pack-size N] [--seeds N]
-                                                 [--scale smoke] [--no-table] [OVERRIDE ...]
+                                                 [--scale smoke] [--retrain-compare] [--no-table] [OVERRIDE ...]
     python scripts/studies/factor_study.py table STUDY [--root DIR] [--paper results/paper]
 
 `run` trains the study's condition on its datasets with their betas and protocol from conf/
 (`python -m kanx.reproduce --datasets ... --conditions EFXI --results ROOT --no-analysis`, seeds
-0-9 unless --seeds); finished runs are skipped, so `run` resumes, and the comparison condition
-is not retrained: it is the paper's (results/paper). `table` prints the study's tables and writes
+0-9 unless --seeds); finished runs are skipped, so `run` resumes. The comparison condition is
+the paper's (results/paper) unless `--retrain-compare` trains it into the study's root too, where
+it replaces the paper's in the tables: the paper's Concrete and Superconductor EFX records (and
+Nguyen F10's seeds 0-4) kept no weights, so their hidden units are unknown until then. `table` prints the study's tables and writes
 them to ROOT/study.md: per dataset the cells of both conditions (seed-medians of test RMSE,
 contributing edges and depth; with `nodes`, the hidden units an input-to-output path runs
 through, read from each run's model.pt, a dash where a run kept no weights), the inputs each
@@ -52,7 +54,8 @@ STUDIES = {
 def run(study: Study, root: Path, a: argparse.Namespace) -> int:
     from kanx.reproduce import main as reproduce
 
-    args = ["--datasets", *study.datasets, "--conditions", study.condition, "--results", str(root), "--no-analysis", "--jobs", str(a.jobs),
+    conditions = [study.condition, *([study.compare] if a.retrain_compare else [])]
+    args = ["--datasets", *study.datasets, "--conditions", *conditions, "--results", str(root), "--no-analysis", "--jobs", str(a.jobs),
             "--scale", a.scale, *(["--group", a.group] if a.group else []), *(["--pack-size", str(a.pack_size)] if a.pack_size else []),
             *([f"seed={','.join(map(str, range(a.seeds)))}"] if a.seeds else []), *a.overrides]
     return reproduce(args) or 0
@@ -101,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="packs trained at once (run)")
     p.add_argument("--group", default=None, help="how far packs mix sweeps (run; kanx.reproduce's --group, default auto)")
     p.add_argument("--pack-size", type=int, default=None, help="most runs per pack (run; default train.pack_size)")
+    p.add_argument("--retrain-compare", action="store_true", help="run: train the comparison condition (EFX) into the study's root too, with weights")
     p.add_argument("--no-table", action="store_true", help="run: train only (e.g. in a time-boxed GPU job), no table")
     p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: conf/'s, 0-9)")
     p.add_argument("--scale", choices=("full", "smoke"), default="full", help="smoke: kanx.reproduce's toy scale (2 epochs, 2 seeds)")
