@@ -97,12 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("run", "table"))
     p.add_argument("--k", type=int, default=3, help="distractor inputs (default 3)")
-    p.add_argument("--root", type=Path, default=Path("results/studies/distractors"), help="results root of the study")
+    p.add_argument("--root", type=Path, default=None,
+                   help="results root of the study (default results/studies/distractors, outputs/studies-smoke/distractors with --quick)")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
     p.add_argument("--quick", action="store_true", help="+debug=quick: a 20-epoch smoke test")
     p.add_argument("--no-table", action="store_true", help="run: train only (e.g. in a time-boxed GPU job), no table")
     p.add_argument("overrides", nargs="*", help="more Hydra overrides for every sweep")
     a = p.parse_intermixed_args(argv)
+    a.root = a.root or Path("outputs/studies-smoke/distractors" if a.quick else "results/studies/distractors")  # toy runs stay apart
     if a.command == "run":
         failed = run(a.k, a.root, a.seeds, a.quick, a.overrides)
         if not a.no_table:

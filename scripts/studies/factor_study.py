@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("run", "table"))
     p.add_argument("study", choices=tuple(STUDIES))
-    p.add_argument("--root", type=Path, default=None, help="the study's results root (default results/studies/<input-gates|node-gates>)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="the study's results root (default results/studies/<input-gates|node-gates>, outputs/studies-smoke/... with --scale smoke)")
     p.add_argument("--paper", type=Path, default=Path("results/paper"), help="the paper's records (default results/paper)")
     p.add_argument("--jobs", type=int, default=1, help="packs trained at once (run)")
     p.add_argument("--group", default=None, help="how far packs mix sweeps (run; kanx.reproduce's --group, default auto)")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="more Hydra overrides for every sweep")
     a = p.parse_intermixed_args(argv)
     study = STUDIES[a.study]
-    root = a.root or Path(study.root)
+    root = a.root or (Path(study.root) if a.scale == "full" else Path("outputs/studies-smoke") / Path(study.root).name)  # toy runs stay apart
     if a.command == "run":
         rc = run(study, root, a)
         if rc or a.no_table:
