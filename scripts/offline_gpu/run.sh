@@ -158,19 +158,18 @@ fi
 # 3. The reproduction, phase by phase (DATASETS@SEEDS, in the order given: what a table needs
 #    first goes first). A phase is stopped (SIGTERM: every worker checkpoints its pack) when only
 #    the packing reserve is left. If a phase fails on the graph path, it is run again eagerly.
-REPRO=(--results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS" --no-analysis
-       "device=$DEVICE" train.compile=false train.checkpoint_every=250)
+TRAINING=("device=$DEVICE" train.compile=false train.checkpoint_every=250)  # every phase's overrides
+REPRO=(--results "$RESULTS" --group all --pack-size "$PACK" --jobs "$JOBS" --no-analysis "${TRAINING[@]}")
 [ "$SCALE" = smoke ] && REPRO+=(--scale smoke)
-STUDY_RUN=("device=$DEVICE" train.compile=false train.checkpoint_every=250)
 phase_command() {  # phase_command PHASE GRAPH: the command line of a phase, in CMD
   local graph="train.cuda_graph=$2"
   case $1 in
     study:inputs|study:nodes)
       local name=${1#study:}; local dir=input-gates; [ "$name" = nodes ] && dir=node-gates
       CMD=(scripts/studies/factor_study.py run "$name" --root "$STUDIES/$dir" --no-table --group all --pack-size "$PACK" --jobs "$JOBS"
-           ${SMOKE:+--scale smoke} "${STUDY_RUN[@]}" "$graph");;
+           ${SMOKE:+--scale smoke} "${TRAINING[@]}" "$graph");;
     study:distractors)
-      CMD=(scripts/studies/distractors.py run --root "$STUDIES/distractors" --no-table ${SMOKE:+--quick} "${STUDY_RUN[@]}" "$graph");;
+      CMD=(scripts/studies/distractors.py run --root "$STUDIES/distractors" --no-table ${SMOKE:+--quick} "${TRAINING[@]}" "$graph");;
     *) local datasets=${1%@*}; CMD=(scripts/reproduce.py --datasets ${datasets//,/ } "${REPRO[@]}" "$graph" "seed=${1#*@}");;
   esac
 }
