@@ -245,8 +245,9 @@ def test_the_distractor_study_composes_its_sweeps_and_tabulates_recovery(tmp_pat
                   "metrics": {"test_rmse": 0.1 * (seed + 1), "contributing_edges": 4 + seed, "selected_inputs": kept}}
         (d / "record.json").write_text(json.dumps(record))
         (d / "done").write_text("")
-    text = study.table(tmp_path, 3)
+    text = study.write_table(tmp_path, 3)
     assert "| nguyen_f9 | EFXI | 0.01 | 2 | 1/2 (50%) | 0.15 | 4.5 | 0.50 |" in text, text
+    assert (tmp_path / "study.md").read_text() == text + "\n"
 
 
 def test_the_formula_export_leaves_out_a_closed_input_and_a_closed_node():

@@ -10,7 +10,8 @@ per beta, and at what test RMSE and size.
 model.width=[2+k,5,5,5,1] -m`, the dataset's beta list and protocol, seeds 0..N-1) in one plan
 (kanx.plan: packs cut across the sweeps); `--quick` adds `+debug=quick` (20 epochs, a smoke
 test), and further overrides (`train.epochs=50`, `beta=0.01`) go to every sweep. A finished run
-is skipped, so `run` resumes. `table` reads the finished records under the root: the inputs a
+is skipped, so `run` resumes. `table` (and `run` at its end) prints the table and writes it to
+ROOT/study.md; it reads the finished records under the root: the inputs a
 run keeps are its record's `selected_inputs` with I, and for a run without I the inputs a
 contributing edge leaves, read from its model.pt the same way (kanx.kan.structure.used_inputs).
 """
@@ -92,6 +93,15 @@ def table(root: Path, k: int) -> str:
     return "\n".join(lines)
 
 
+def write_table(root: Path, k: int) -> str:
+    """The recovery table, also written to ROOT/study.md (as factor_study.py's tables) when the
+    root exists, so the committed study carries the table its records give."""
+    text = table(root, k)
+    if root.is_dir():
+        (root / "study.md").write_text(text + "\n")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     head, rest = __doc__.split("\n\n", 1)
     p = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "run":
         failed = run(a.k, a.root, a.seeds, a.quick, a.overrides)
         if not a.no_table:
-            print(table(a.root, a.k))
+            print(write_table(a.root, a.k))
         return 1 if failed else 0
-    print(table(a.root, a.k))
+    print(write_table(a.root, a.k))
     return 0
 
 
