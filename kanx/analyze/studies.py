@@ -29,6 +29,17 @@ from .labels import CONDITIONS, condition_rank, dataset_rank
 from .readings import paper_readings
 from .tables import DASH_MD, format_beta, format_count, format_number, markdown_table, rmse_decimals
 
+STUDY_TABLE = "study.md"  # a study root's tables, as its script's `table` last wrote them
+
+
+def write_study_table(root: str | Path, text: str) -> Path:
+    """Write a study's tables to ROOT/study.md (creating ROOT), so the committed study carries the
+    tables its records give; returns the path."""
+    path = Path(root) / STUDY_TABLE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    return path
+
 
 def runs_beside_paper(study_root: str | Path, paper_root: str | Path, datasets: Iterable[str]) -> pd.DataFrame:
     """The study's records of ``datasets`` (any condition) and the paper's (its eight conditions

@@ -96,9 +96,11 @@ def table(root: Path, k: int) -> str:
 def write_table(root: Path, k: int) -> str:
     """The recovery table, also written to ROOT/study.md (as factor_study.py's tables) when the
     root exists, so the committed study carries the table its records give."""
+    from kanx.analyze.studies import write_study_table
+
     text = table(root, k)
     if root.is_dir():
-        (root / "study.md").write_text(text + "\n")
+        write_study_table(root, text)
     return text
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kanx.analyze.inputs import selected_inputs, selected_inputs_markdown
-from kanx.analyze.studies import cells_markdown, hv_markdown, runs_beside_paper
+from kanx.analyze.studies import cells_markdown, hv_markdown, runs_beside_paper, write_study_table
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         if rc or a.no_table:
             return rc
     text = table(a.study, study, root, a.paper)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "study.md").write_text(text + "\n")
+    write_study_table(root, text)
     print(text)
     return 0
 
