@@ -1,28 +1,41 @@
-"""`python -m kanx.evaluate RESULTS_ROOT`: score finished runs again from their weights.
+"""`python -m kanx.evaluate PATH`: check every run under PATH against its weights.
 
-    python -m kanx.evaluate results/paper                  # recompute, compare with the records
+    python -m kanx.evaluate results/paper                  # every run folder under the root
+    python -m kanx.evaluate results/paper/ikeda/X/default/beta=0.01,seed=1   # one run
     python -m kanx.evaluate results/paper --add-missing    # ... and write metrics a record lacks
 
 A record's test metrics (train and test RMSE; for the dynamical systems the one-step RMSE, the
 multi-step RMSE and the rollout error curve, kanx.data.metrics) and its structure (contributing
 edges, depth, exit, open gates) are computed once, when the run ends. This command recomputes
 them from what the run folder holds (record.json with its config, model.pt, and the data the
-config names, rebuilt from its seed or read from KANX_DATA_DIR) without training, and says for
-every run whether they agree with the record. A metric the record does not hold yet (for
-example the rollout curve of a run recorded before it existed) is reported as missing, and
-`--add-missing` writes it into the record and re-seals the run (kanx.records.seal); a value the
-record holds is never changed.
+config names, rebuilt from its seed or read from KANX_DATA_DIR) without training, and gives
+every metric a verdict (kanx.verdicts): identical; within floating-point tolerance; for a rung
+of a chaotic rollout, consistent with the spread of the same rollouts started one ulp apart; or
+differs. docs/RECORDS.md, "Rescoring on another machine", says what each verdict promises.
 
-Exit status: 0 when every run with weights agrees, 1 when one differs or cannot be scored, 2 on
-bad arguments. Runs without model.pt are counted and skipped.
+Every run folder under PATH is accounted for, as one of:
+  agrees            every metric identical, within tolerance or consistent
+  differs           a metric that no rounding explains (other weights, data or code)
+  corrupt           a file differs from the checksum its done marker holds, or is unreadable
+  unsealed          no done marker, or an empty one (before 2026-11-26: kanx.records seal-legacy)
+  no weights        a sealed record without model.pt: nothing to rescore it from
+  cannot be scored  rescoring raised (the reason is printed)
+  failed            a recorded failure: the record holds no metrics, and says why
+A metric the record does not hold yet (for example the rollout curve of a run recorded before it
+existed) is reported as missing; `--add-missing` writes it into the record of a run that agrees,
+after checking every file against its done marker, and refreshes only the record's checksum.
+
+Exit status: 0 when every run agrees (or is a recorded failure); 1 when one differs, is corrupt,
+or was not verified (unsealed, no weights, cannot be scored; `--allow-unverified` lets these
+pass, and only differs and corrupt fail); 2 on bad arguments or a PATH that holds no run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,18 +44,46 @@ import torch
 
 from kanx import records, vocab
 from kanx.cli import pipe_safe, prog
-from kanx.errors import fail
+from kanx.errors import StorageError, fail
+from kanx.verdicts import CONSISTENT, DIFFERS, IDENTICAL, VERDICTS, WITHIN, Verdict, judge
+
+AGREES, DIFFERS_RUN, CORRUPT, UNSEALED, NO_WEIGHTS, UNSCORED, FAILED = (
+    "agrees", "differs", "corrupt", "unsealed", "no weights", "cannot be scored", "failed")
+OUTCOMES = (AGREES, DIFFERS_RUN, CORRUPT, UNSEALED, NO_WEIGHTS, UNSCORED, FAILED)
+UNVERIFIED = (UNSEALED, NO_WEIGHTS, UNSCORED)  # not checked; --allow-unverified lets them pass
+REAL_DIFFERENCES = (DIFFERS_RUN, CORRUPT)  # always exit 1
+
+# What makes a folder a run's: any file a run writes into its own folder (a sweep folder holds
+# manifest.json, multirun.yaml and train.log, none of these).
+RUN_FILES = (records.RECORD, records.DONE, records.MODEL, records.CHECKPOINT, *records.CURVES)
 
 
 @dataclass
-class Rescored:
-    """One run scored again: the recomputed metrics, those that differ from the record
-    (name -> (recorded, recomputed)) and those the record lacks."""
+class Checked:
+    """One run folder accounted for: its outcome, why (one line, for all but agrees), the
+    verdict of every metric scored, and the metrics its record lacks."""
 
     run_dir: Path
-    metrics: dict
-    differ: dict = field(default_factory=dict)
-    missing: list = field(default_factory=list)
+    outcome: str
+    why: str = ""
+    verdicts: list[Verdict] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    device: str | None = None  # the device it trained on (record.timing.device)
+
+    def counts(self) -> Counter:
+        return Counter(v.verdict for v in self.verdicts)
+
+    def describe(self) -> str:
+        if self.outcome == DIFFERS_RUN:
+            shown = [v.describe() for v in self.verdicts if v.verdict == DIFFERS]
+            more = f" (+{len(shown) - 4} more)" if len(shown) > 4 else ""
+            return f"differs: {', '.join(shown[:4])}{more}"
+        if self.outcome != AGREES:
+            return f"{self.outcome}: {self.why}"
+        counts = self.counts()
+        text = "agrees (" + ", ".join(f"{counts[v]} {v}" for v in VERDICTS[:3] if counts[v]) + ")"
+        return text + (f"; missing from the record: {', '.join(self.missing)}" if self.missing else "")
 
 
 @torch.no_grad()
@@ -52,8 +93,8 @@ def score(saved: dict, dataset) -> dict:
     ``dataset``. The runner records these at the end of training and this command recomputes
     them, both from model.pt, through this one function: alone (M = 1, the run's own layout),
     on the CPU, with the eager basis and one thread (`one_thread`), so the numbers do not depend
-    on the pack the run trained in, the device, the compiled kernels or how many threads the
-    caller runs, and agree bit for bit on one machine."""
+    on the pack the run trained in, the device it trained on, the compiled kernels or how many
+    threads the caller runs, and agree bit for bit on one machine."""
     from kanx.load import model_from_file
 
     return _score_model(model_from_file(saved), saved["scaling"], saved["gate_estimator"], dataset)
@@ -73,17 +114,22 @@ def one_thread():
         torch.set_num_threads(threads)
 
 
-@one_thread()
-def _score_model(model, scaling, estimator: str, dataset) -> dict:
-    from kanx.data import evaluate_members
-    from kanx.kan.structure import model_structure, model_used_inputs
-
+def _predictor(model, scaling, estimator: str):
+    """Raw inputs (M, N, q) -> raw predictions (M, N, p) of the model, with the eager basis."""
     model.use_compiled_basis(False)
 
     def predict_raw(x_raw: torch.Tensor) -> torch.Tensor:
         return scaling.y_inverse(model.predict(scaling.x(x_raw).to(torch.float32), estimator).to(x_raw.dtype))
 
-    (metrics,) = evaluate_members([dataset], predict_raw)
+    return predict_raw
+
+
+@one_thread()
+def _score_model(model, scaling, estimator: str, dataset) -> dict:
+    from kanx.data import evaluate_members
+    from kanx.kan.structure import model_structure, model_used_inputs
+
+    (metrics,) = evaluate_members([dataset], _predictor(model, scaling, estimator))
     (structure,) = model_structure(model, estimator)
     scores = {**metrics, **{k: structure.as_dict()[k] for k in vocab.RECORD_STRUCTURE}}
     if model.condition.input_gates:  # with I: the inputs a contributing edge leaves, by name
@@ -96,37 +142,65 @@ def _score_model(model, scaling, estimator: str, dataset) -> dict:
 def rescore(run_dir: Path) -> dict:
     """The metrics of the finished run in ``run_dir``, recomputed from its model.pt (read once,
     by load_run, into the same one-member model `score` builds) and its rebuilt data."""
+    return _rescored(run_dir)[0]
+
+
+def _rescored(run_dir: Path):
+    """rescore's metrics, and the two things a verdict on a chaotic rung needs later: which
+    metrics a rollout computes (label -> plan label) and the one-ulp ensemble (computed on call)."""
+    from kanx.data.spread import record_plans, ulp_ensemble
     from kanx.load import load_run, rebuild_dataset
 
     run = load_run(run_dir)
-    return _score_model(run.model, run.scaling, run.gate_estimator, rebuild_dataset(run))
+    dataset = rebuild_dataset(run)
+    metrics = _score_model(run.model, run.scaling, run.gate_estimator, dataset)
+    plans = record_plans(dataset) if dataset.dynamical else {}
+
+    @one_thread()
+    def ensemble() -> dict:
+        return {k: v.tolist() for k, v in ulp_ensemble(dataset, _predictor(run.model, run.scaling, run.gate_estimator), plans).items()}
+
+    return metrics, (lambda label: label if label in plans else None), ensemble
 
 
-def _same(recorded, recomputed) -> bool:
-    if isinstance(recomputed, float) and not math.isfinite(recomputed):
-        return recorded is None  # the record writes a non-finite number as null
-    return recorded == recomputed
+def check(run_dir: Path) -> Checked:
+    """Account for one run folder (see the module's docstring for the outcomes)."""
+    if not (run_dir / records.DONE).exists():
+        where = "holds a checkpoint: unfinished" if (run_dir / records.CHECKPOINT).exists() else "has no done marker"
+        return Checked(run_dir, UNSEALED, f"{where}, so nothing vouches for its files")
+    if not (run_dir / records.RECORD).exists():
+        return Checked(run_dir, CORRUPT, f"{run_dir / records.RECORD} is missing (its done marker is there)")
+    problem = records.integrity_problem(run_dir, files=(records.RECORD, records.MODEL, *records.CURVES))
+    if problem is not None:
+        return Checked(run_dir, UNSEALED if problem == records.unsealed(run_dir) else CORRUPT, problem)
+    try:
+        record = json.loads((run_dir / records.RECORD).read_text())
+        status, recorded = record["status"], record.get("metrics") or {}
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        return Checked(run_dir, CORRUPT, f"{run_dir / records.RECORD} is not a kanx record ({type(e).__name__}: {e})")
+    device = str((record.get("timing") or {}).get("device") or "unknown").split(":")[0]
+    if status == "failed":
+        return Checked(run_dir, FAILED, f"a recorded failure: {record.get('error') or 'no metrics'}", device=device)
+    if not (run_dir / records.MODEL).exists():
+        return Checked(run_dir, NO_WEIGHTS, f"no {records.MODEL} to rescore it from (the record is sealed)", device=device)
+    try:
+        metrics, chaotic, ensemble = _rescored(run_dir)
+        verdicts, missing = judge(recorded, metrics, ensemble, chaotic)
+    except Exception as e:  # one run that cannot be scored is reported, the others still are
+        return Checked(run_dir, UNSCORED, f"{type(e).__name__}: {' '.join(str(e).split())}", device=device)
+    outcome = DIFFERS_RUN if any(v.verdict == DIFFERS for v in verdicts) else AGREES
+    return Checked(run_dir, outcome, verdicts=verdicts, missing=missing, metrics=metrics, device=device)
 
 
-def compare(run_dir: Path, metrics: dict, recorded: dict) -> Rescored:
-    out = Rescored(run_dir, metrics)
-    for name, value in metrics.items():
-        if name not in recorded:
-            out.missing.append(name)
-        elif isinstance(value, dict):
-            for rung, v in value.items():
-                if rung not in recorded[name]:
-                    out.missing.append(f"{name}[{rung}]")
-                elif not _same(recorded[name][rung], v):
-                    out.differ[f"{name}[{rung}]"] = (recorded[name][rung], v)
-        elif not _same(recorded[name], value):
-            out.differ[name] = (recorded[name], value)
-    return out
-
-
-def add_missing(result: Rescored) -> None:
-    """Write the metrics the record lacks into it and re-seal the run; nothing it holds changes."""
-    path = result.run_dir / records.RECORD
+def add_missing(result: Checked) -> None:
+    """Write the metrics the record lacks into it, then refresh only the record's checksum in
+    the done marker. Every other file was checked against the marker (`check`), and is checked
+    again here, just before: a file changed since is reported, and nothing is written."""
+    run_dir = result.run_dir
+    problem = records.integrity_problem(run_dir, files=(records.RECORD, records.MODEL, *records.CURVES))
+    if problem is not None:
+        raise ValueError(problem)
+    path = run_dir / records.RECORD
     record = json.loads(path.read_text())
     held = record.setdefault("metrics", {})
     for name, value in result.metrics.items():
@@ -134,56 +208,79 @@ def add_missing(result: Rescored) -> None:
             held[name] = {**value, **held.get(name, {})}
         else:
             held.setdefault(name, value)
-    records.atomic_write_bytes(path, json.dumps(records.finite_or_none(record), indent=1).encode())
-    records.seal(result.run_dir)
+    records.reseal_record(run_dir, json.dumps(records.finite_or_none(record), indent=1).encode())
 
 
-def finished_runs(root: Path) -> list[Path]:
-    """Run folders under root with a record and its done marker, in path order."""
-    return sorted(p.parent for p in root.rglob(records.RECORD) if (p.parent / records.DONE).exists())
+def run_folders(path: Path) -> list[Path]:
+    """``path`` itself if it is a run's folder, else every run folder below it, in path order."""
+    if any((path / name).exists() for name in RUN_FILES):
+        return [path]
+    found = {p.parent for name in RUN_FILES for p in path.rglob(name)}
+    return sorted(found)
 
 
-def _describe(result: Rescored) -> str:
-    if result.differ:
-        shown = ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in list(result.differ.items())[:4])
-        return f"differs: {shown}" + (f" (+{len(result.differ) - 4} more)" if len(result.differ) > 4 else "")
-    return "agrees" + (f"; missing from the record: {', '.join(result.missing)}" if result.missing else "")
+def summary(checked: list[Checked]) -> str:
+    outcomes = Counter(c.outcome for c in checked)
+    verdicts = sum((c.counts() for c in checked if c.outcome == AGREES), Counter())
+    metric_text = ", ".join(f"{verdicts[v]} {v}" for v in (IDENTICAL, WITHIN, CONSISTENT))
+    parts = [f"{outcomes[AGREES]} agree (metrics: {metric_text})"]
+    parts += [f"{outcomes[o]} {'differ' if o == DIFFERS_RUN else o}" for o in OUTCOMES[1:] if outcomes[o] or o in (DIFFERS_RUN, *UNVERIFIED)]
+    return f"{len(checked)} run folder(s): " + ", ".join(parts)
+
+
+def devices_line(checked: list[Checked]) -> str | None:
+    """Where the checked runs trained, and why that does not change what their metrics promise."""
+    devices = Counter(c.device for c in checked if c.device is not None)
+    if not devices:
+        return None
+    where = ", ".join(f"{n} on {d}" for d, n in sorted(devices.items()))
+    return (f"trained: {where}. A record's metrics are scored from its model.pt alone, on the CPU, after training on any device, "
+            "so every run gets the same verdicts (docs/RECORDS.md, \"Rescoring on another machine\")")
+
+
+def _parser() -> argparse.ArgumentParser:
+    doc = __doc__ or ""
+    parser = argparse.ArgumentParser(prog=prog("kanx.evaluate"), description=doc.split("\n\n", 1)[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc.split("\n\n", 1)[1])
+    parser.add_argument("root", type=Path, help="a results root, or one run folder")
+    parser.add_argument("--add-missing", action="store_true", help="write metrics a record lacks into it (refreshing its checksum)")
+    parser.add_argument("--allow-unverified", action="store_true",
+                        help="exit 0 although some runs could not be checked (unsealed, no weights, cannot be scored)")
+    parser.add_argument("--quiet", action="store_true", help="print only runs that do not agree, and the summary")
+    return parser
 
 
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=prog("kanx.evaluate"), description=__doc__.split("\n\n", 1)[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("root", type=Path, help="a results root, or one run folder")
-    parser.add_argument("--add-missing", action="store_true", help="write metrics a record lacks into it (re-sealing the run)")
-    parser.add_argument("--quiet", action="store_true", help="print only runs that differ or fail, and the summary")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     if not args.root.exists():
         fail(f"{args.root} does not exist: give a results root (e.g. results/paper) or a run folder")
-    runs = finished_runs(args.root)
-    counts = {"agree": 0, "differ": 0, "error": 0, "no weights": 0, "completed": 0}
-    for run_dir in runs:
-        if not (run_dir / records.MODEL).exists():
-            counts["no weights"] += 1
-            continue
-        try:
-            state = records.read_state(run_dir)
-            if state.record is None or state.record.get("status") == "failed":
+    if not args.root.is_dir():
+        fail(f"{args.root} is a file: give a results root (e.g. results/paper) or a run folder")
+    folders = run_folders(args.root)
+    if not folders:
+        fail(f"{args.root} holds no run (no folder with {records.RECORD}, {records.DONE} or {records.MODEL} below it)")
+    checked, completed, not_completed = [], 0, 0
+    for run_dir in folders:
+        result = check(run_dir)
+        checked.append(result)
+        if args.add_missing and result.outcome == AGREES and result.missing:
+            try:
+                add_missing(result)
+                completed += 1
+            except (ValueError, StorageError, OSError) as e:
+                not_completed += 1
+                print(f"{run_dir}: missing metrics not written: {e}")
                 continue
-            result = compare(run_dir, rescore(run_dir), state.record.get("metrics", {}))
-        except Exception as e:  # one run that cannot be scored is reported, the others still are
-            counts["error"] += 1
-            print(f"{run_dir}: cannot be scored: {type(e).__name__}: {e}")
-            continue
-        counts["differ" if result.differ else "agree"] += 1
-        if result.missing and not result.differ and args.add_missing:
-            add_missing(result)
-            counts["completed"] += 1
-        if result.differ or not args.quiet:
-            print(f"{run_dir}: {_describe(result)}")
-    print(f"{len(runs)} finished run(s): {counts['agree']} agree, {counts['differ']} differ, {counts['error']} cannot be scored, "
-          f"{counts['no weights']} without {records.MODEL}" + (f"; {counts['completed']} record(s) completed" if args.add_missing else ""))
-    return 1 if counts["differ"] or counts["error"] else 0
+        if result.outcome != AGREES or not args.quiet:
+            print(f"{run_dir}: {result.describe()}")
+    print(summary(checked) + (f"; {completed} record(s) completed" if args.add_missing else "")
+          + (f", {not_completed} could not be" if not_completed else ""))
+    if (devices := devices_line(checked)) is not None:
+        print(devices)
+    outcomes = {c.outcome for c in checked}
+    failing = REAL_DIFFERENCES if args.allow_unverified else (*REAL_DIFFERENCES, *UNVERIFIED)
+    return 1 if outcomes & set(failing) or not_completed else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -97,6 +98,17 @@ def seal(run_dir: Path, with_model: bool = True) -> None:
     if curve is not None:
         sums[curve.name] = sha256_of(curve)
     atomic_write_bytes(run_dir / DONE, json.dumps({"sha256": sums}).encode())
+
+
+def reseal_record(run_dir: Path, record_bytes: bytes) -> None:
+    """Replace record.json of a sealed run with ``record_bytes`` and refresh only its checksum in
+    the done marker: the marker keeps vouching for model.pt and the curve with the checksums it
+    held, never with those of files as they are now (kanx.evaluate --add-missing checks them
+    first). Both files are written together (atomic_write_together)."""
+    run_dir = Path(run_dir)
+    marker = json.loads((run_dir / DONE).read_text())
+    marker["sha256"][RECORD] = hashlib.sha256(record_bytes).hexdigest()
+    atomic_write_together([(run_dir / RECORD, record_bytes), (run_dir / DONE, json.dumps(marker).encode())])
 
 
 def integrity_problem(run_dir: Path, files: tuple[str, ...] = (RECORD, MODEL)) -> str | None:

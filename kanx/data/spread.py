@@ -1,0 +1,70 @@
+"""How much a dynamical system's rollout error moves when its start states move by one ulp.
+
+A free rollout of a chaotic map (Ikeda, Ecosystem) amplifies a last-bit difference in one step
+until, past the map's predictability horizon, the rolled-out trajectory is unrelated to the one
+computed without it. The rung-h RMSE of the record's rollout ladder (kanx.data.metrics) is then
+one draw of a noisy statistic of those last bits: another CPU's vector kernels (torch's
+``ATEN_CPU_CAPABILITY``), another summation order or another library version give another draw.
+
+`ulp_ensemble` measures that noise on this machine, for one model: it runs each rung's rollouts
+again from start states nudged by one unit in the last place, in K random directions, all K
+batched along the rollout axis (one free run per rung, so about the cost of scoring once), and
+returns the K RMSEs of every rung. kanx.evaluate compares a recorded rung with them
+(docs/RECORDS.md, "Rescoring on another machine"); scripts/studies/reading_spread.py measures
+the spread of the paper's reading with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from kanx.data.dataset import Dataset
+from kanx.data.dynamics import free_run, rollout_plan
+from kanx.data.metrics import Predict, rmse, rollout_rungs
+from kanx.vocab import RECORD_ROLLOUT
+
+DEFAULT_DRAWS = 32  # enough draws that their standard deviation is known to about 13% (kanx.verdicts.CONSISTENT_Z)
+
+
+def nudge(states: torch.Tensor, draws: int, generator: torch.Generator, precision: torch.dtype = torch.float32) -> torch.Tensor:
+    """``draws`` copies of ``states`` (..., R, q) along a new axis before R, each component moved
+    by one ulp of ``precision`` up or down at random: (..., draws, R, q). The ulp is the model's
+    (its weights and activations are float32), not the data's: a float64 state moved by one
+    float64 ulp is the same state once the model casts it to float32."""
+    copies = states.unsqueeze(-3).expand(*states.shape[:-2], draws, *states.shape[-2:])
+    up = torch.randint(0, 2, copies.shape, generator=generator, device=states.device).bool()
+    low = copies.to(precision)
+    toward = torch.where(up, torch.full_like(low, float("inf")), torch.full_like(low, float("-inf")))
+    return copies + (torch.nextafter(low, toward).to(copies.dtype) - low.to(copies.dtype))
+
+
+def record_plans(dataset: Dataset) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Every rollout metric a dynamical record holds, by its label in kanx.verdicts
+    (``test_rmse``, ``rollout_rmse[h]``) -> its rollout plan (horizon, start indices), as
+    kanx.data.metrics.evaluate_members computes it."""
+    plans = {f"{RECORD_ROLLOUT}[{h}]": rollout_plan(dataset.name, dataset.n_test, h, None) for h in rollout_rungs(dataset.n_test)}
+    assert dataset.horizon is not None  # a dynamical dataset's (kanx.data.Dataset checks it)
+    return {"test_rmse": (dataset.horizon, tuple(dataset.rollout_starts)), **plans}
+
+
+@torch.no_grad()
+def ulp_ensemble(dataset: Dataset, predict: Predict, plans: Mapping[str, tuple[int, Sequence[int]]] | None = None,
+                 draws: int = DEFAULT_DRAWS, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Label -> the (draws,) RMSEs of that plan's rollouts started from one-ulp nudges of its
+    test states, for one model (``predict``: raw (1, N, q) -> raw (1, N, p)). ``plans``: label
+    -> (horizon, starts), default every rollout metric of the record (`record_plans`)."""
+    if not dataset.dynamical:
+        raise ValueError(f"dataset {dataset.name!r} is not a dynamical system: it has no rollouts to nudge")
+    generator = torch.Generator().manual_seed(seed)
+    x_test, y_test = dataset.x_test.unsqueeze(0), dataset.y_test.unsqueeze(0)  # (1, N, q), (1, N, p)
+    out = {}
+    for label, (horizon, start_list) in (plans or record_plans(dataset)).items():
+        starts = torch.tensor(start_list)
+        nudged = nudge(x_test[:, starts], draws, generator)  # (1, K, R, q)
+        run = free_run(predict, nudged.flatten(1, 2), horizon)  # (1, K*R, H, p)
+        target = y_test[:, starts[:, None] + torch.arange(horizon)]  # (1, R, H, p)
+        run = run.unflatten(1, (draws, len(starts))).squeeze(0)  # (K, R, H, p)
+        out[label] = rmse(run, target.expand_as(run))
+    return out

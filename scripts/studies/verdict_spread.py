@@ -1,0 +1,109 @@
+"""How far do a dynamical run's metrics move on another CPU, and does the one-ulp ensemble cover it?
+
+kanx.evaluate calls a recorded metric "within tolerance" when it is within kanx.verdicts.RTOL of
+the value recomputed here, and a chaotic rollout rung "consistent" when it lies within
+CONSISTENT_Z standard deviations of the same rollouts started one float32 ulp apart. This script
+measures both on committed runs: it rescores each run natively and under other CPU capabilities
+(torch's ATEN_CPU_CAPABILITY, read at import, so one subprocess each), computes the one-ulp
+ensemble natively, and prints, per capability, the largest relative difference of the metrics
+that no rollout amplifies, and the distribution of |z| of every rollout metric against the
+ensemble (the recorded value counts as one more machine: it was scored on another CPU).
+
+    python scripts/studies/verdict_spread.py results/paper/ikeda results/paper/ecosystem --per-dataset 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from kanx import records
+from kanx.verdicts import RTOL, exact_or_tolerance
+
+CAPABILITIES = ("default", "avx2")
+
+
+def sample(roots: list[Path], per_dataset: int, seed: int) -> list[Path]:
+    """``per_dataset`` finished runs with weights from each root, drawn at random (fixed seed)."""
+    rng = random.Random(seed)
+    out = []
+    for root in roots:
+        runs = sorted(p.parent for p in root.rglob(records.MODEL) if (p.parent / records.DONE).exists())
+        out += sorted(rng.sample(runs, min(per_dataset, len(runs))))
+    return out
+
+
+def score_only(runs: list[str]) -> None:
+    from kanx.evaluate import rescore
+
+    print(json.dumps({run: rescore(Path(run)) for run in runs}))
+
+
+def flat(metrics: dict) -> dict:
+    return {(f"{k}[{h}]" if isinstance(v, dict) else k): x for k, v in metrics.items()
+            for h, x in (v.items() if isinstance(v, dict) else [(None, v)])}
+
+
+def quantile(ordered: list[float], q: float) -> str:
+    return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.2f}" if ordered else "–"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("roots", nargs="*", type=Path, default=[Path("results/paper/ikeda"), Path("results/paper/ecosystem")])
+    ap.add_argument("--per-dataset", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--score-only", nargs="+", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.score_only:
+        score_only(a.score_only)
+        return 0
+    if a.per_dataset < 1:
+        ap.error(f"--per-dataset {a.per_dataset}: give at least 1")
+    runs = [str(r) for r in sample(a.roots, a.per_dataset, a.seed)]
+    if not runs:
+        ap.error(f"no finished run with {records.MODEL} under {', '.join(map(str, a.roots))}")
+    machines = {"recorded": {r: json.loads((Path(r) / records.RECORD).read_text())["metrics"] for r in runs}}
+    for cap in CAPABILITIES:
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": cap, "OMP_NUM_THREADS": "1"}
+        out = subprocess.run([sys.executable, __file__, "--score-only", *runs], env=env, check=True, capture_output=True, text=True)
+        machines[cap] = json.loads(out.stdout)
+
+    from kanx.evaluate import _rescored
+
+    rows = {name: {"rel": [], "z": []} for name in machines}
+    for run in runs:
+        native, chaotic, ensemble = _rescored(Path(run))
+        draws = ensemble()
+        native = flat(native)
+        for name, metrics in machines.items():
+            for label, value in flat(metrics[run]).items():
+                if label not in native or value is None or not isinstance(value, float):
+                    continue
+                plan = chaotic(label)
+                if plan is None:
+                    rows[name]["rel"].append(abs(value - native[label]) / abs(native[label]) if native[label] else 0.0)
+                elif exact_or_tolerance(value, native[label]) == "differs":
+                    d = draws[plan]
+                    sd = statistics.stdev(d)
+                    rows[name]["z"].append(abs(value - statistics.fmean(d)) / sd if sd else math.inf)
+    print(f"{len(runs)} runs ({', '.join(str(r) for r in a.roots)}), one-ulp ensemble natively "
+          f"(torch {__import__('torch').backends.cpu.get_cpu_capability()}); RTOL = {RTOL:g}\n")
+    print("| scored on | largest relative difference, unamplified metrics | rollout metrics past tolerance | "
+          "median abs z | 99th pct abs z | largest abs z |")
+    print("|---|---|---|---|---|---|")
+    for name, row in rows.items():
+        z = sorted(row["z"])
+        print(f"| {name} | {max(row['rel'], default=0.0):.2e} | {len(z)} | {quantile(z, 0.5)} | {quantile(z, 0.99)} | {quantile(z, 1.0)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
