@@ -28,16 +28,20 @@ from kanx.vocab import RECORD_ROLLOUT
 DEFAULT_DRAWS = 32  # enough draws that their standard deviation is known to about 13% (kanx.verdicts.CONSISTENT_Z)
 
 
-def nudge(states: torch.Tensor, draws: int, generator: torch.Generator, precision: torch.dtype = torch.float32) -> torch.Tensor:
-    """``draws`` copies of ``states`` (..., R, q) along a new axis before R, each component moved
-    by one ulp of ``precision`` up or down at random: (..., draws, R, q). The ulp is the model's
-    (its weights and activations are float32), not the data's: a float64 state moved by one
-    float64 ulp is the same state once the model casts it to float32."""
-    copies = states.unsqueeze(-3).expand(*states.shape[:-2], draws, *states.shape[-2:])
-    up = torch.randint(0, 2, copies.shape, generator=generator, device=states.device).bool()
-    low = copies.to(precision)
+def nudge(states: torch.Tensor, generator: torch.Generator, precision: torch.dtype = torch.float32) -> torch.Tensor:
+    """``states`` with each component moved by one ulp of ``precision`` up or down at random. The
+    ulp is the model's (its weights and activations are float32), not the data's: a float64
+    state moved by one float64 ulp is the same state once the model casts it to float32."""
+    up = torch.randint(0, 2, states.shape, generator=generator, device=states.device).bool()
+    low = states.to(precision)
     toward = torch.where(up, torch.full_like(low, float("inf")), torch.full_like(low, float("-inf")))
-    return copies + (torch.nextafter(low, toward).to(copies.dtype) - low.to(copies.dtype))
+    return states + (torch.nextafter(low, toward).to(states.dtype) - low.to(states.dtype))
+
+
+def nudged_copies(states: torch.Tensor, draws: int, generator: torch.Generator) -> torch.Tensor:
+    """``draws`` copies of ``states`` (..., R, q) along a new axis before R, each nudged (`nudge`)
+    on its own: (..., draws, R, q)."""
+    return nudge(states.unsqueeze(-3).expand(*states.shape[:-2], draws, *states.shape[-2:]), generator)
 
 
 def record_plans(dataset: Dataset) -> dict[str, tuple[int, tuple[int, ...]]]:
@@ -51,18 +55,26 @@ def record_plans(dataset: Dataset) -> dict[str, tuple[int, tuple[int, ...]]]:
 
 @torch.no_grad()
 def ulp_ensemble(dataset: Dataset, predict: Predict, plans: Mapping[str, tuple[int, Sequence[int]]] | None = None,
-                 draws: int = DEFAULT_DRAWS, seed: int = 0) -> dict[str, torch.Tensor]:
+                 draws: int = DEFAULT_DRAWS, seed: int = 0, every_step: bool = True) -> dict[str, torch.Tensor]:
     """Label -> the (draws,) RMSEs of that plan's rollouts started from one-ulp nudges of its
     test states, for one model (``predict``: raw (1, N, q) -> raw (1, N, p)). ``plans``: label
-    -> (horizon, starts), default every rollout metric of the record (`record_plans`)."""
+    -> (horizon, starts), default every rollout metric of the record (`record_plans`).
+    ``every_step``: nudge every step's prediction too, as another CPU's rounding differs at every
+    step, not only at the start (the default: chosen by measurement, docs/RECORDS.md)."""
     if not dataset.dynamical:
         raise ValueError(f"dataset {dataset.name!r} is not a dynamical system: it has no rollouts to nudge")
     generator = torch.Generator().manual_seed(seed)
+    if every_step:
+        model = predict
+
+        def predict(x: torch.Tensor) -> torch.Tensor:
+            return nudge(model(x), generator)
+
     x_test, y_test = dataset.x_test.unsqueeze(0), dataset.y_test.unsqueeze(0)  # (1, N, q), (1, N, p)
     out = {}
     for label, (horizon, start_list) in (plans or record_plans(dataset)).items():
         starts = torch.tensor(start_list)
-        nudged = nudge(x_test[:, starts], draws, generator)  # (1, K, R, q)
+        nudged = nudged_copies(x_test[:, starts], draws, generator)  # (1, K, R, q)
         run = free_run(predict, nudged.flatten(1, 2), horizon)  # (1, K*R, H, p)
         target = y_test[:, starts[:, None] + torch.arange(horizon)]  # (1, R, H, p)
         run = run.unflatten(1, (draws, len(starts))).squeeze(0)  # (K, R, H, p)
