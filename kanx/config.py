@@ -25,7 +25,17 @@ from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
 from kanx.loggers import LOGGERS, LoggerConfig
-from kanx.vocab import CONDITIONS, FACTOR_FIELDS, RESULTS_ROOT, Condition, all_conditions, condition_name_problem, folder_tag
+from kanx.vocab import (
+    CONDITIONS,
+    FACTOR_FIELDS,
+    RESULTS_ROOT,
+    Condition,
+    all_conditions,
+    condition_name_problem,
+    folder_name,
+    folder_tag,
+    run_folder,
+)
 
 DEVICES = ("auto", "cpu", "cuda")
 INPUT_SCALINGS = ("minmax", "standardize", "none")
@@ -141,7 +151,10 @@ def register_resolvers() -> None:
 
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
     OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
+    # The parts of a run's folder (conf/config.yaml: hydra.sweep): each one folder name (vocab.folder_name)
     OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
+    OmegaConf.register_new_resolver("kanx.folder", folder_name, replace=True)
+    OmegaConf.register_new_resolver("kanx.run_folder", run_folder, replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
     OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)  # conf/hydra/help: the command as typed
     tag = {"hydra": {"job": {"config": {"override_dirname": {"exclude_keys": list(TAG_EXCLUDED)}}}}}
