@@ -30,6 +30,7 @@ from kanx.config import (
     RunConfig,
     check_against_data,
     check_beta,
+    check_results_root,
     check_width,
     config_differences,
     config_hash,
@@ -38,7 +39,7 @@ from kanx.config import (
 )
 from kanx.errors import ConfigError
 from kanx.loggers import check_installed
-from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS
+from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS, RESULTS_ROOT
 
 log = logging.getLogger("kanx")
 
@@ -87,6 +88,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
     for cfg, run_dir in configs:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg  # type: ignore[arg-type]  # a composed DictConfig
         container.pop("hydra", None)
+        check_results_root(container.get("results_root", RESULTS_ROOT))
         run = run_config_from(container)
         check_beta(run)
         check_installed(run.logger)  # logger=tensorboard without it: refused before training, not by each pack
