@@ -85,6 +85,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
 
     jobs: list[Job] = []
     by_dir: dict[Path, Job] = {}
+    legacy: list[Job] = []
     for cfg, run_dir in configs:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg  # type: ignore[arg-type]  # a composed DictConfig
         container.pop("hydra", None)
@@ -108,12 +109,37 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
             log.info(f"{job.label}: the same run folder as an earlier job; trained once ({job.run_dir})")
             continue
         job.state = records.read_state(job.run_dir)
-        if job.state.problem:
+        if is_legacy(job) and not run.overwrite:
+            legacy.append(job)
+        elif job.state.problem:
             log.warning(f"{job.state.problem}; the run trains again")
         if job.state.status in ("done", "failed") and not run.overwrite:
             _check_record(job, ds)
         jobs.append(job)
+    if legacy:
+        _refuse_legacy(legacy)
     return jobs
+
+
+def is_legacy(job: Job) -> bool:
+    """Whether the job's folder holds a record in the format before 2026-11-26: an empty done
+    marker, which vouches for nothing (kanx.records.unsealed), beside a record."""
+    if job.state.problem is None:
+        return False
+    try:
+        return not (job.run_dir / records.DONE).read_bytes().strip()
+    except OSError:
+        return False
+
+
+def _refuse_legacy(legacy: Sequence[Job]) -> None:
+    """Older records are not replaced without asking: a rerun over them stops before training."""
+    root = legacy[0].container.get("results_root") or legacy[0].run_dir.parent
+    first = legacy[0].run_dir
+    raise ConfigError(f"{len(legacy)} run folder(s) hold a record in the format before 2026-11-26, whose empty done "
+                      f"marker vouches for nothing (e.g. {first}): `python -m kanx.records seal-legacy {root}` "
+                      "seals such records as they are now (the sweep then skips them), or overwrite=true trains them "
+                      "again and replaces them")
 
 
 def _check_record(job: Job, ds) -> None:
