@@ -103,7 +103,8 @@ class RunConfig:
     beta: float = 0.0  # complexity strength; swept with -m (hydra.sweeper.params.beta)
     seed: int = 0  # model init, minibatch order, gate and Gumbel noise; data too unless dataset.data_seed is set
     device: str = "auto"  # DEVICES
-    overwrite: bool = False  # re-run a run whose record exists (otherwise it is skipped)
+    # re-run a run whose record exists (otherwise it is skipped; one of the format before 2026-11-26 stops a sweep)
+    overwrite: bool = False
     logger: LoggerConfig = LoggerConfig()  # where the curve rows go besides metrics.csv (`logger=`; kanx.loggers)
 
     def pack_key(self) -> tuple:
