@@ -123,12 +123,18 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
 
 def is_legacy(job: Job) -> bool:
     """Whether the job's folder holds a record in the format before 2026-11-26: an empty done
-    marker, which vouches for nothing (kanx.records.unsealed), beside a record."""
+    marker, which vouches for nothing (kanx.records.unsealed), beside a record that
+    `kanx.records seal-legacy` would seal (a JSON record with a status). A record.json that is
+    not one is damaged, not old: that run trains again, as any run whose record is not trusted."""
+    import json
+
     if job.state.problem is None:
         return False
     try:
-        return not (job.run_dir / records.DONE).read_bytes().strip()
-    except OSError:
+        if (job.run_dir / records.DONE).read_bytes().strip():
+            return False
+        return "status" in json.loads((job.run_dir / records.RECORD).read_text())
+    except (OSError, ValueError, TypeError):
         return False
 
 

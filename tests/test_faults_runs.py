@@ -355,6 +355,10 @@ def test_a_sweep_over_records_of_the_older_format_stops_before_training_and_asks
     # nothing trained, nothing written
     assert {p: p.read_bytes() for p in legacy.iterdir()} == before and not new.exists()
     assert not list(root.rglob("manifest.json"))
+    damaged = unsealed_copy(finished, tmp_path / "damaged")
+    (damaged / "record.json").write_text("{cut sh")  # not a record seal-legacy seals: damaged, not old; it trains again
+    run_jobs([(composed("+condition=E", f"results_root={root}", "seed=0", "beta=0.1", *ARGS), damaged)])
+    assert records.read_state(damaged).status == "done"
 
     records.main(["seal-legacy", str(root)])  # the first way on: sealed as it is, then skipped
     sealed = (legacy / "record.json").read_bytes()
