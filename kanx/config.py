@@ -25,7 +25,17 @@ from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
 from kanx.loggers import LOGGERS, LoggerConfig
-from kanx.vocab import CONDITIONS, FACTOR_FIELDS, RESULTS_ROOT, Condition, all_conditions, condition_name_problem, folder_tag
+from kanx.vocab import (
+    CONDITIONS,
+    FACTOR_FIELDS,
+    RESULTS_ROOT,
+    Condition,
+    all_conditions,
+    condition_name_problem,
+    folder_name,
+    folder_tag,
+    run_folder,
+)
 
 DEVICES = ("auto", "cpu", "cuda")
 INPUT_SCALINGS = ("minmax", "standardize", "none")
@@ -93,7 +103,8 @@ class RunConfig:
     beta: float = 0.0  # complexity strength; swept with -m (hydra.sweeper.params.beta)
     seed: int = 0  # model init, minibatch order, gate and Gumbel noise; data too unless dataset.data_seed is set
     device: str = "auto"  # DEVICES
-    overwrite: bool = False  # re-run a run whose record exists (otherwise it is skipped)
+    # re-run a run whose record exists (otherwise it is skipped; one of the format before 2026-11-26 stops a sweep)
+    overwrite: bool = False
     logger: LoggerConfig = LoggerConfig()  # where the curve rows go besides metrics.csv (`logger=`; kanx.loggers)
 
     def pack_key(self) -> tuple:
@@ -141,7 +152,10 @@ def register_resolvers() -> None:
 
     OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
     OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
+    # The parts of a run's folder (conf/config.yaml: hydra.sweep): each one folder name (vocab.folder_name)
     OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
+    OmegaConf.register_new_resolver("kanx.folder", folder_name, replace=True)
+    OmegaConf.register_new_resolver("kanx.run_folder", run_folder, replace=True)
     OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
     OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)  # conf/hydra/help: the command as typed
     tag = {"hydra": {"job": {"config": {"override_dirname": {"exclude_keys": list(TAG_EXCLUDED)}}}}}
@@ -210,8 +224,20 @@ _ROOT_KEYS = frozenset({*_KEYS, "dataset"})
 _CONDITION_KEYS, _TRAIN_KEYS, _MODEL_KEYS, _LOGGER_KEYS = (frozenset(_KEYS[section]) for section in ("condition", "train", "model", "logger"))
 
 
+# Config groups whose options set keys elsewhere, so that `+<group>.<key>=...` sets no key a run
+# reads: where their settings go instead.
+_GROUP_SETTINGS = {
+    "launcher": "launcher=packed|basic|slurm picks the launcher; its settings are hydra.launcher.<key> "
+                "(e.g. hydra.launcher.pack_size=10; `kanx-train --cfg hydra -p hydra.launcher` lists them)",
+}
+
+
 def _check_known(node: dict, known: frozenset, section: str = "") -> None:
     unknown = sorted(set(node) - known)
+    for key in unknown:
+        if not section and key in _GROUP_SETTINGS:
+            given = ", ".join(f"{key}.{k}" for k in node[key]) if isinstance(node[key], dict) else key
+            raise ConfigError(f"{given} is no key of the run: {_GROUP_SETTINGS[key]}")
     if unknown:
         import difflib
 
@@ -315,11 +341,36 @@ def _given(node: dict, key: str, section: str):
     return node[key]
 
 
+_SECTIONS = ("dataset", "condition", "model", "train", "logger")
+
+
+def _check_sections(c: dict) -> None:
+    """Each section a group of keys: `train=5` replaces the whole section, not one key of it."""
+    for section in _SECTIONS:
+        value = c.get(section)
+        if value is not None and not isinstance(value, dict):
+            example = next(iter(_KEYS.get(section) or {"name": None}))
+            raise ConfigError(f"{section}={value!r} replaces the whole {section} section: set one of its keys instead, "
+                              f"e.g. {section}.{example}=...")
+
+
+def check_results_root(value) -> str:
+    """results_root as a folder's path: an empty one (what results_root=$UNSET_VAR gives) would
+    put the records at the file system's root (/<dataset>/...), so it is refused, as is one that is
+    no path at all. Raises ConfigError."""
+    text = "" if value is None or isinstance(value, bool | dict | list) else str(value)
+    if not text.strip() or "\0" in text:
+        raise ConfigError(f"results_root={value!r} must name a folder, e.g. results_root={RESULTS_ROOT} (empty, as an "
+                          "unset variable gives, it would put the records at the file system's root)")
+    return text
+
+
 def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     """Convert and check a composed config (a key it lacks is at its default: with_defaults).
     Raises ConfigError naming the bad value."""
     c = to_container(cfg) if isinstance(cfg, DictConfig) else dict(cfg)
     c.pop("hydra", None)
+    _check_sections(c)
     _check_known(c, _ROOT_KEYS)
     _check_known(c.get("condition") or {}, _CONDITION_KEYS, "condition")
     _check_known(c.get("train") or {}, _TRAIN_KEYS, "train")

@@ -30,6 +30,7 @@ from kanx.config import (
     RunConfig,
     check_against_data,
     check_beta,
+    check_results_root,
     check_width,
     config_differences,
     config_hash,
@@ -38,7 +39,7 @@ from kanx.config import (
 )
 from kanx.errors import ConfigError
 from kanx.loggers import check_installed
-from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS
+from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS, RESULTS_ROOT
 
 log = logging.getLogger("kanx")
 
@@ -84,9 +85,11 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
 
     jobs: list[Job] = []
     by_dir: dict[Path, Job] = {}
+    legacy: list[Job] = []
     for cfg, run_dir in configs:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg  # type: ignore[arg-type]  # a composed DictConfig
         container.pop("hydra", None)
+        check_results_root(container.get("results_root", RESULTS_ROOT))
         run = run_config_from(container)
         check_beta(run)
         check_installed(run.logger)  # logger=tensorboard without it: refused before training, not by each pack
@@ -106,12 +109,43 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
             log.info(f"{job.label}: the same run folder as an earlier job; trained once ({job.run_dir})")
             continue
         job.state = records.read_state(job.run_dir)
-        if job.state.problem:
+        if is_legacy(job) and not run.overwrite:
+            legacy.append(job)
+        elif job.state.problem:
             log.warning(f"{job.state.problem}; the run trains again")
         if job.state.status in ("done", "failed") and not run.overwrite:
             _check_record(job, ds)
         jobs.append(job)
+    if legacy:
+        _refuse_legacy(legacy)
     return jobs
+
+
+def is_legacy(job: Job) -> bool:
+    """Whether the job's folder holds a record in the format before 2026-11-26: an empty done
+    marker, which vouches for nothing (kanx.records.unsealed), beside a record that
+    `kanx.records seal-legacy` would seal (a JSON record with a status). A record.json that is
+    not one is damaged, not old: that run trains again, as any run whose record is not trusted."""
+    import json
+
+    if job.state.problem is None:
+        return False
+    try:
+        if (job.run_dir / records.DONE).read_bytes().strip():
+            return False
+        return "status" in json.loads((job.run_dir / records.RECORD).read_text())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def _refuse_legacy(legacy: Sequence[Job]) -> None:
+    """Older records are not replaced without asking: a rerun over them stops before training."""
+    root = legacy[0].container.get("results_root") or legacy[0].run_dir.parent
+    first = legacy[0].run_dir
+    raise ConfigError(f"{len(legacy)} run folder(s) hold a record in the format before 2026-11-26, whose empty done "
+                      f"marker vouches for nothing (e.g. {first}): `python -m kanx.records seal-legacy {root}` "
+                      "seals such records as they are now (the sweep then skips them), or overwrite=true trains them "
+                      "again and replaces them")
 
 
 def _check_record(job: Job, ds) -> None:

@@ -44,16 +44,30 @@ log = logging.getLogger("kanx")
 records.git_commit()
 
 
-def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = DEFAULT_GROUP,
-             checkpointer: Checkpointer | None = None) -> list[dict]:
-    """Run every job (skipping finished ones) and return the records of all of them.
-    ``checkpointer``: the signal handler's, pointed at each pack while it trains."""
+Checked = tuple[list[Job], list[list[Job]]]  # every job, and the packs of those left to train
+
+
+def check_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None,
+               group: str = DEFAULT_GROUP) -> Checked:
+    """Every check run_jobs makes before it writes anything (a launcher makes them before it
+    writes the sweep's own files, so that a refused config leaves nothing on disk): every job
+    converted and checked, the finished ones set aside, the others packed, the machine checked.
+    Raises ConfigError."""
     jobs = prepare_jobs(configs)
     todo = resume(pending(jobs))
     if len(todo) < len(jobs):
         log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)
+    return jobs, packs
+
+
+def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = DEFAULT_GROUP,
+             checkpointer: Checkpointer | None = None, checked: Checked | None = None) -> list[dict]:
+    """Run every job (skipping finished ones) and return the records of all of them.
+    ``checkpointer``: the signal handler's, pointed at each pack while it trains; ``checked``:
+    what check_jobs returned for these configs, if the caller has checked them already."""
+    jobs, packs = checked if checked is not None else check_jobs(configs, pack_size, group)
     write_manifests(jobs)  # before any training: kanx.status counts what was launched
     for i, pack in enumerate(packs, 1):
         log.info(starting(pack, f"[{i}/{len(packs)}]"))  # within seconds of launch, not after the first (compiled) epoch
@@ -61,19 +75,44 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     return [records.read_state(Path(run_dir)).record for _, run_dir in configs]  # one per config, duplicates included
 
 
+def check_or_fail(configs: Sequence[tuple[object, Path]], pack_size: int | None = None,
+                  group: str = DEFAULT_GROUP) -> Checked:
+    """check_jobs for a command line, before it writes anything: bad input stops it with one line, exit 2."""
+    from kanx.errors import fail
+
+    try:
+        return check_jobs(configs, pack_size, group)
+    except ConfigError as e:
+        fail(e)
+        raise  # fail exits; this line only tells type checkers so
+
+
+def make_folder(folder: Path) -> None:
+    """Create a folder the results go to, once the config is accepted: one that cannot be
+    created (results_root=/proc/x, a read-only file system) stops the command with one line, exit 1."""
+    from kanx.errors import fail
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        cause = StorageError(e.errno, e.strerror, e.filename or str(folder))
+        fail(f"{cause}, so the results in {folder} cannot be written: choose another results_root", code=1)
+
+
 def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_root=None, pack_size: int | None = None,
-                group: str = DEFAULT_GROUP) -> list[dict]:
+                group: str = DEFAULT_GROUP, checked: Checked | None = None) -> list[dict]:
     """What `python -m kanx.train` does with its jobs, for a single run (a sweep of one) as for a
     sweep: SIGTERM or SIGINT checkpoint the pack in training and stop in one line
     (stop_on_signals); every job and the machine are checked before any compute
-    (run_jobs); then it trains. It stops with one line: exit 2 for bad input, removing ``folder``
+    (run_jobs, or the caller's check_jobs: ``checked``); then it trains. It stops with one
+    line: exit 2 for bad input, removing ``folder``
     if it holds only what Hydra wrote there, and 1 for runs that failed or results that cannot
     be written. Returns the records."""
     from kanx.errors import fail
 
     checkpointer = stop_on_signals()
     try:
-        recs = run_jobs(configs, pack_size=pack_size, group=group, checkpointer=checkpointer)
+        recs = run_jobs(configs, pack_size=pack_size, group=group, checkpointer=checkpointer, checked=checked)
     except ConfigError as e:
         records.discard_if_empty(folder, results_root)
         fail(e)

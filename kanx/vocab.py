@@ -178,20 +178,55 @@ RECORD_SELECTED_INPUTS = "selected_inputs"
 # on common file systems; a longer tag (20 named CSV features) keeps its first TAG_PREFIX_BYTES
 # and a hash of the whole, and the record's config holds every value.
 TAG_MAX_BYTES, TAG_PREFIX_BYTES = 255, 128
+# Every part of a run's path below results_root is built from values a user gives (a dataset's
+# name, a CSV column named in an override, a beta): one that could leave its place ("/", ".."),
+# break the file system (NUL) or mislead a reader (a newline, a bidirectional override, a
+# character drawn as a slash) is shown with "_" for each such character and told apart by a
+# hash of the value (folder_name). Ordinary names, every one that worked before, stay as they are.
+_SLASH_LIKE = frozenset("\u2044\u2215\u29f5\u29f8\u29f9\u2571\u2572\ufe68\uff0f\uff3c")
+# control and format characters (NUL, newline, bidi overrides), surrogates, line and paragraph separators
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_NOT_A_NAME = ("", ".", "..")
+
+
+def _unsafe(ch: str) -> bool:
+    import unicodedata  # here, not at the top: this module imports nothing
+
+    return ch == "/" or ch in _SLASH_LIKE or unicodedata.category(ch) in _HIDDEN
+
+
+def folder_name(value) -> str:
+    """The folder name that holds ``value`` (str() of it) as one part of a path: the value itself
+    when it is a plain name of at most TAG_MAX_BYTES; a longer plain one keeps its first
+    TAG_PREFIX_BYTES and a hash of the whole ("...1bc009ca1754"); any other (empty, "." or "..",
+    or with a character _unsafe names) is shown with "_" in place of those characters (of every
+    character of "." and ".."), cut to TAG_PREFIX_BYTES where the whole would not fit, and a
+    hash of the value ("~1bc009ca1754"), so that it stays one folder below its parent and two
+    values never share one."""
+    import hashlib  # here, not at the top: this module imports nothing
+
+    text = str(value)
+    raw = text.encode("utf-8", "surrogatepass")
+    plain = text not in _NOT_A_NAME and not any(_unsafe(ch) for ch in text)
+    if plain and len(raw) <= TAG_MAX_BYTES:
+        return text
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    if plain:
+        return f"{raw[:TAG_PREFIX_BYTES].decode(errors='ignore')}...{digest}"
+    shown = "".join("_" if _unsafe(ch) or text in _NOT_A_NAME else ch for ch in text).encode()
+    if len(shown) + 1 + len(digest) > TAG_MAX_BYTES:
+        shown = shown[:TAG_PREFIX_BYTES]
+    return f"{shown.decode(errors='ignore')}~{digest}"
 
 
 def folder_tag(overrides: str | None) -> str:
-    """The <tag> folder name of a sweep's overrides: unchanged up to TAG_MAX_BYTES (every tag
-    that worked before), else a readable prefix and a hash of the whole."""
-    if not overrides:
-        return "default"
-    raw = overrides.encode()
-    if len(raw) <= TAG_MAX_BYTES:
-        return overrides
-    import hashlib  # here, not at the top: this module imports nothing
+    """The <tag> folder name of a sweep's overrides (folder_name), "default" for none."""
+    return folder_name(overrides) if overrides else "default"
 
-    head = raw[:TAG_PREFIX_BYTES].decode(errors="ignore")
-    return f"{head}...{hashlib.sha256(raw).hexdigest()[:12]}"
+
+def run_folder(beta, seed) -> str:
+    """The folder name of a run in its sweep folder: beta=<beta>,seed=<seed> (folder_name)."""
+    return folder_name(f"beta={beta},seed={seed}")
 
 
 # record["timing"]: what the analysis reads of it (the writer adds train_s, pack_size, device).

@@ -255,7 +255,8 @@ def test_an_empty_beta_list_is_one_line_and_a_rejected_override_leaves_no_folder
     kept.mkdir()
     (kept / "notes.txt").write_text("not Hydra's")
     cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", f"hydra.run.dir={kept}", check=False)
-    assert (kept / "notes.txt").exists() and (kept / ".hydra").exists()  # a folder holding anything else is left alone
+    # refused before Hydra writes anything there; a folder holding anything else is left alone
+    assert (kept / "notes.txt").exists() and not (kept / ".hydra").exists()
 
 
 def _write_table(path: Path, change: float = 0.0) -> None:

@@ -108,12 +108,34 @@ def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monk
     ("+train.epoch=3", "unknown key(s) train.epoch (did you mean train.epochs?)"),
     ("+logger.experment=x", "unknown key(s) logger.experment (did you mean logger.experiment?)"),
     ("logger.name=wandb", "logger.name='wandb' is not one of: none, tensorboard, mlflow"),
+    # a group's option sets keys elsewhere: "unknown key(s) launcher" named no key the user typed
+    ("+launcher.foo=1", "launcher.foo is no key of the run: launcher=packed|basic|slurm picks the launcher; its "
+                        "settings are hydra.launcher.<key> (e.g. hydra.launcher.pack_size=10;"),
 ])
 def test_a_key_the_run_does_not_read_is_refused_with_a_did_you_mean(tmp_path, override, message):
     with pytest.raises(ConfigError) as e:
         run_jobs([(composed(override, *TOY_RUN), tmp_path / "run")])
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
     assert not (tmp_path / "run").exists()
+
+
+# condition=5, logger=5: Hydra itself refuses a group's option that is no name
+@pytest.mark.parametrize("section", ["train", "model"])
+def test_a_section_set_to_a_value_is_one_line_and_a_single_run_writes_nothing(tmp_path, capsys, section):
+    """train=5 was a TypeError (a traceback, exit 1), after Hydra had written the run's folder and train.log."""
+    from pathlib import Path
+
+    from hydra_plugins.kanx_launcher.sweeper import SingleRunCheck
+
+    cfg = composed(f"{section}=5", f"results_root={tmp_path / 'r'}", hydra=True)
+    with pytest.raises(ConfigError) as e:
+        run_config_from(cfg)
+    message = f"{section}=5 replaces the whole {section} section: set one of its keys instead, e.g. {section}."
+    assert str(e.value).startswith(message)
+    with pytest.raises(SystemExit) as stop:  # the check Hydra calls before it makes a single run's folder
+        SingleRunCheck().on_run_start(cfg)
+    assert stop.value.code == 2 and capsys.readouterr().err == f"kanx: error: {e.value}\n"
+    assert not (tmp_path / "r").exists() and not Path(str(cfg.hydra.run.dir)).exists()
 
 
 @pytest.mark.slow

@@ -327,3 +327,46 @@ def test_an_empty_done_marker_vouches_for_nothing(finished, tmp_path):
     assert records.read_state(run_dir).status == "new"  # not empty: only a deliberate seal vouches for it now
     records.seal(run_dir)
     assert records.read_state(run_dir).status == "done" and len(load_runs(root)) == 1
+
+
+def test_a_sweep_over_records_of_the_older_format_stops_before_training_and_asks(finished, tmp_path, caplog):
+    """A rerun over records with an empty done marker (before 2026-11-26) logged a warning and
+    replaced them; now it stops in one line naming both ways on, and replaces them only when asked."""
+    from helpers import composed
+
+    from kanx.errors import ConfigError
+    from kanx.runner import run_jobs
+
+    root = tmp_path / "results"
+    legacy = unsealed_copy(finished, root / "sin_xy2" / "E" / "t" / "beta=0.1,seed=0")
+    new = legacy.parent / "beta=0.1,seed=1"
+    before = {p: p.read_bytes() for p in legacy.iterdir()}
+
+    def configs(*extra):
+        return [(composed("+condition=E", f"results_root={root}", f"seed={s}", "beta=0.1", *ARGS, *extra), d)
+                for s, d in ((0, legacy), (1, new))]
+
+    with pytest.raises(ConfigError) as e:
+        run_jobs(configs())
+    assert str(e.value) == (
+        f"1 run folder(s) hold a record in the format before 2026-11-26, whose empty done marker vouches for nothing "
+        f"(e.g. {legacy}): `python -m kanx.records seal-legacy {root}` seals such records as they are now (the sweep "
+        "then skips them), or overwrite=true trains them again and replaces them")
+    # nothing trained, nothing written
+    assert {p: p.read_bytes() for p in legacy.iterdir()} == before and not new.exists()
+    assert not list(root.rglob("manifest.json"))
+    damaged = unsealed_copy(finished, tmp_path / "damaged")
+    (damaged / "record.json").write_text("{cut sh")  # not a record seal-legacy seals: damaged, not old; it trains again
+    run_jobs([(composed("+condition=E", f"results_root={root}", "seed=0", "beta=0.1", *ARGS), damaged)])
+    assert records.read_state(damaged).status == "done"
+
+    records.main(["seal-legacy", str(root)])  # the first way on: sealed as it is, then skipped
+    sealed = (legacy / "record.json").read_bytes()
+    run_jobs(configs())
+    assert (legacy / "record.json").read_bytes() == sealed and records.read_state(new).status == "done"
+
+    (legacy / "done").write_bytes(b"")  # the second: overwrite=true replaces it (and, as always, every finished run)
+    with caplog.at_level("WARNING", logger="kanx"):
+        recs = run_jobs(configs("overwrite=true"))
+    assert records.read_state(legacy).status == "done" and (legacy / "record.json").read_bytes() != sealed
+    assert all(r["status"] == "ok" for r in recs) and "holds no checksums" in caplog.text

@@ -108,6 +108,24 @@ def save_hydra_dirs(jobs: list) -> list[Path]:
     return written
 
 
+def write_multirun(launcher: Launcher) -> Path:
+    """Hydra's multirun.yaml in the sweep folder, as its basic sweeper writes it, once every job
+    is accepted (kanx's sweeper leaves it to the launcher: sweeper.py). A folder that cannot be
+    written stops the command with one line, exit 1. Returns the sweep folder."""
+    from omegaconf import OmegaConf
+
+    from kanx.errors import StorageError, fail
+    from kanx.runner import make_folder
+
+    folder = Path(str(launcher.config.hydra.sweep.dir))
+    make_folder(folder)
+    try:
+        OmegaConf.save(launcher.config, folder / "multirun.yaml")
+    except OSError as e:
+        fail(StorageError(e.errno, e.strerror, e.filename or str(folder / "multirun.yaml")), code=1)
+    return folder
+
+
 def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """What every kanx launcher does first: Hydra's globals and logging, kanx's resolvers,
     refuse an empty sweep, then compose every job (keeping Hydra's singletons as they were)."""
@@ -138,19 +156,24 @@ class PackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from hydra_plugins.kanx_launcher.sweeper import held_back_logs, replay
         from kanx.errors import fail
         from kanx.records import discard_if_empty
-        from kanx.runner import run_command
+        from kanx.runner import check_or_fail, run_command
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
+        configs = [(cfg, run_dir) for cfg, run_dir, _ in jobs]
+        with held_back_logs() as held:  # logged once the sweep's log file exists
+            checked = check_or_fail(configs, self.pack_size, self.group)  # bad input: one line, and nothing written
+        primary = write_multirun(self)
         # Swept over +condition, the primary config's sweep folder (Baseline's) holds only
         # Hydra's multirun.yaml, and no job runs in its condition. (A folder that differs from
         # its jobs' only in how Hydra spells a value, ...=false beside ...=False, is where
         # kanx.status finds their multirun.yaml: kept.)
-        primary = Path(str(self.config.hydra.sweep.dir))
         if not any(Path(run_dir).resolve().is_relative_to(primary.parent.resolve()) for _, run_dir, _ in jobs):
             discard_if_empty(primary, self.config.get("results_root"))
         folder = log_beside_multirun(self, jobs).parent  # what bad input removes again, if nothing else is there
+        replay(held)
         log.info(f"Launching {len(jobs)} jobs as packs (up to {self.pack_size or 'train.pack_size'} members each)")
         root = self.config.get("results_root")
         try:
@@ -159,7 +182,7 @@ class PackedLauncher(Launcher):
             fail(f"cannot write a run's .hydra/: {e}", code=1)
         # Ctrl-C or SIGTERM checkpoint the pack in training; bad input and failed runs stop in one line
         try:
-            records = run_command([(cfg, run_dir) for cfg, run_dir, _ in jobs], folder, root, pack_size=self.pack_size, group=self.group)
+            records = run_command(configs, folder, root, pack_size=self.pack_size, group=self.group, checked=checked)
         except SystemExit as e:
             if e.code == 2:  # bad input: the run folders that hold only .hydra/ go again, then the sweep's
                 for run_dir in run_dirs:

@@ -35,7 +35,12 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.kanx_launcher.packed_launcher import log_beside_multirun, save_hydra_dirs, start_launch
+from hydra_plugins.kanx_launcher.packed_launcher import (
+    log_beside_multirun,
+    save_hydra_dirs,
+    start_launch,
+    write_multirun,
+)
 from kanx import records
 from kanx.vocab import DEFAULT_GROUP
 
@@ -311,20 +316,22 @@ class SlurmLauncher(Launcher):
 
     # ---------------------------------------------------------------- launch
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from hydra_plugins.kanx_launcher.sweeper import held_back_logs, replay
         from kanx.errors import ConfigError, fail
         from kanx.jobs import make_packs, prepare_jobs
         from kanx.manifest import write_manifests
-        from kanx.records import discard_if_empty
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
+        with held_back_logs() as held:  # logged once the sweep's log file exists
+            try:
+                sbatch = self._check_params()
+                prepared = prepare_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs])
+                _check_tools()
+            except ConfigError as e:  # before anything is written: nothing to remove
+                fail(e)
+        write_multirun(self)
         log_beside_multirun(self, jobs)
-        try:
-            sbatch = self._check_params()
-            prepared = prepare_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs])
-            _check_tools()
-        except ConfigError as e:
-            discard_if_empty(Path(str(self.config.hydra.sweep.dir)), self.config.get("results_root"))
-            fail(e)
+        replay(held)
         try:
             write_manifests(prepared)  # before submitting: kanx.status counts what was launched
             save_hydra_dirs(jobs)  # each run's .hydra/, as the basic launcher's
