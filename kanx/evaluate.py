@@ -146,8 +146,8 @@ def rescore(run_dir: Path) -> dict:
 
 
 def _rescored(run_dir: Path):
-    """rescore's metrics, and the two things a verdict on a chaotic rung needs later: which
-    metrics a rollout computes (label -> plan label) and the one-ulp ensemble (computed on call)."""
+    """rescore's metrics, and what a verdict needs beside them: which metrics a rollout computes
+    (label -> plan label), the one-ulp ensemble (computed on call) and the targets' scale."""
     from kanx.data.spread import record_plans, ulp_ensemble
     from kanx.load import load_run, rebuild_dataset
 
@@ -160,7 +160,12 @@ def _rescored(run_dir: Path):
     def ensemble() -> dict:
         return {k: v.tolist() for k, v in ulp_ensemble(dataset, _predictor(run.model, run.scaling, run.gate_estimator), plans).items()}
 
-    return metrics, (lambda label: label if label in plans else None), ensemble
+    return metrics, (lambda label: label if label in plans else None), ensemble, target_scale(dataset)
+
+
+def target_scale(dataset) -> float:
+    """The standard deviation of the test targets, in raw units: the scale of kanx.verdicts' tolerance."""
+    return float(dataset.y_test.double().std())
 
 
 def check(run_dir: Path) -> Checked:
@@ -184,8 +189,8 @@ def check(run_dir: Path) -> Checked:
     if not (run_dir / records.MODEL).exists():
         return Checked(run_dir, NO_WEIGHTS, f"no {records.MODEL} to rescore it from (the record is sealed)", device=device)
     try:
-        metrics, chaotic, ensemble = _rescored(run_dir)
-        verdicts, missing = judge(recorded, metrics, ensemble, chaotic)
+        metrics, chaotic, ensemble, scale = _rescored(run_dir)
+        verdicts, missing = judge(recorded, metrics, ensemble, chaotic, scale)
     except Exception as e:  # one run that cannot be scored is reported, the others still are
         return Checked(run_dir, UNSCORED, f"{type(e).__name__}: {' '.join(str(e).split())}", device=device)
     outcome = DIFFERS_RUN if any(v.verdict == DIFFERS for v in verdicts) else AGREES

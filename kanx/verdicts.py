@@ -4,10 +4,13 @@ chaotic rollout, or different (kanx.evaluate prints these; docs/RECORDS.md, "Res
 another machine", gives the measurements behind the numbers below).
 
 - **identical**: the same float (a non-finite number is recorded as null).
-- **within tolerance**: ``|recorded - recomputed| <= RTOL * |recomputed| + ATOL``. Another CPU's
-  vector kernels (torch's ``ATEN_CPU_CAPABILITY``: AVX-512, AVX2, none), another summation order
-  or another BLAS build move a float32 network's RMSE in its last bits: measured up to 1.1e-6
-  relative on the committed records (1 in 2^20); RTOL leaves ten times that.
+- **within tolerance**: ``|recorded - recomputed| <= RTOL * (|recomputed| + scale)``, where scale
+  is the standard deviation of the test targets. Another CPU's vector kernels (torch's
+  ``ATEN_CPU_CAPABILITY``: AVX-512, AVX2, none), another summation order or another BLAS build
+  move a float32 network's predictions by a few ulps of the values it computes, of order
+  1e-7 * scale; an RMSE moves by no more than its predictions do (the triangle inequality:
+  |RMSE(p) - RMSE(p')| <= RMSE(p - p')), so relative to a small RMSE the move can be large
+  while it stays small against the targets' scale. RTOL leaves a margin of about 100 on that.
 - **consistent**: a rung of a dynamical system's rollout ladder whose rollouts amplify last-bit
   differences (Ikeda and Ecosystem are chaotic: a long rollout's RMSE is a noisy statistic of the
   last bits) is consistent when it lies within CONSISTENT_Z standard deviations of the RMSEs of
@@ -29,7 +32,6 @@ IDENTICAL, WITHIN, CONSISTENT, DIFFERS = "identical", "within tolerance", "consi
 VERDICTS = (IDENTICAL, WITHIN, CONSISTENT, DIFFERS)
 
 RTOL = 1e-5
-ATOL = 1e-12  # an RMSE of exactly 0 recomputed as a denormal is still the same RMSE
 # How far (in standard deviations of the one-ulp ensemble) a chaotic rung may lie from the
 # ensemble's mean. Measured across CPU capabilities on the committed dynamical records
 # (scripts/studies/verdict_spread.py): docs/RECORDS.md.
@@ -56,18 +58,19 @@ def _nonfinite(value) -> bool:
     return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
-def exact_or_tolerance(recorded, recomputed) -> str:
-    """IDENTICAL, WITHIN or DIFFERS for one value (no ensemble)."""
+def exact_or_tolerance(recorded, recomputed, scale: float = 0.0) -> str:
+    """IDENTICAL, WITHIN or DIFFERS for one value (no ensemble); ``scale``: the targets' standard
+    deviation, for an RMSE (0 for a count)."""
     if _nonfinite(recomputed) or _nonfinite(recorded):
         return IDENTICAL if _nonfinite(recomputed) and _nonfinite(recorded) else DIFFERS
     if recorded == recomputed:
         return IDENTICAL
     if isinstance(recomputed, float) and isinstance(recorded, int | float) and not isinstance(recorded, bool):
-        return WITHIN if abs(recorded - recomputed) <= RTOL * abs(recomputed) + ATOL else DIFFERS
+        return WITHIN if abs(recorded - recomputed) <= RTOL * (abs(recomputed) + scale) else DIFFERS
     return DIFFERS
 
 
-def consistency(recorded: float, draws) -> tuple[str, float]:
+def consistency(recorded: float, draws, scale: float = 0.0) -> tuple[str, float]:
     """CONSISTENT or DIFFERS for a chaotic rung, and its distance from the draws' mean in their
     standard deviations (0 draws' spread: only within tolerance of their mean counts)."""
     draws = [float(d) for d in draws if math.isfinite(float(d))]
@@ -75,17 +78,18 @@ def consistency(recorded: float, draws) -> tuple[str, float]:
         return DIFFERS, math.nan
     mean, sd = statistics.fmean(draws), statistics.stdev(draws)
     if sd == 0.0:
-        return (CONSISTENT if exact_or_tolerance(recorded, mean) != DIFFERS else DIFFERS), 0.0
+        return (CONSISTENT if exact_or_tolerance(recorded, mean, scale) != DIFFERS else DIFFERS), 0.0
     z = (recorded - mean) / sd
     return (CONSISTENT if abs(z) <= CONSISTENT_Z else DIFFERS), z
 
 
 def judge(recorded: Mapping[str, Any], recomputed: Mapping[str, Any], ensemble: Callable[[], Mapping[str, object]] | None = None,
-          chaotic: Callable[[str], str | None] = lambda name: None) -> tuple[list[Verdict], list[str]]:
+          chaotic: Callable[[str], str | None] = lambda name: None, scale: float = 0.0) -> tuple[list[Verdict], list[str]]:
     """Every recomputed metric against the record: the verdicts and the names the record lacks.
     ``chaotic(name)`` names the rollout plan (a key of ``ensemble()``) of a metric that a rollout
     computes, or None; ``ensemble()`` (called at most once, only when a rollout metric is neither
-    identical nor within tolerance) maps each plan to its one-ulp draws."""
+    identical nor within tolerance) maps each plan to its one-ulp draws. ``scale``: the standard
+    deviation of the test targets (exact_or_tolerance)."""
     verdicts: list[Verdict] = []
     missing: list[str] = []
     pending: list[tuple[str, Any, Any, str]] = []
@@ -99,7 +103,7 @@ def judge(recorded: Mapping[str, Any], recomputed: Mapping[str, Any], ensemble: 
             if held is _MISSING:
                 missing.append(label)
                 continue
-            verdict = exact_or_tolerance(held, now)
+            verdict = exact_or_tolerance(held, now, scale if isinstance(now, float) else 0.0)
             plan = chaotic(label)
             if verdict == DIFFERS and plan is not None and not _nonfinite(held) and not _nonfinite(now):
                 pending.append((label, held, now, plan))
@@ -108,7 +112,7 @@ def judge(recorded: Mapping[str, Any], recomputed: Mapping[str, Any], ensemble: 
     if pending:
         draws = ensemble() if ensemble is not None else {}
         for label, held, now, plan in pending:
-            verdict, z = consistency(held, draws.get(plan, ()))
+            verdict, z = consistency(held, draws.get(plan, ()), scale)
             verdicts.append(Verdict(label, held, now, verdict, z))
     return verdicts, missing
 

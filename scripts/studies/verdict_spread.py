@@ -7,7 +7,9 @@ measures both on committed runs: it rescores each run natively and under other C
 (torch's ATEN_CPU_CAPABILITY, read at import, so one subprocess each), computes the one-ulp
 ensemble natively, and prints, per capability, the largest relative difference of the metrics
 that no rollout amplifies, and the distribution of |z| of every rollout metric against the
-ensemble (the recorded value counts as one more machine: it was scored on another CPU).
+ensemble (the recorded value counts as one more machine: it was scored on another CPU). A
+difference is measured as kanx.verdicts' tolerance measures it: against the value plus the
+standard deviation of the test targets.
 
     python scripts/studies/verdict_spread.py results/paper/ikeda results/paper/ecosystem --per-dataset 20 --cache /tmp/scores.json
 """
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
     methods = {"start states only": False, "start states and every step": True}
     rows = {(m, name): {"rel": [], "z": []} for m in methods for name in machines}
     for run in runs:
-        native, chaotic, _ = _rescored(Path(run))
+        native, chaotic, _, scale = _rescored(Path(run))
         loaded = load_run(run)
         dataset = rebuild_dataset(loaded)
         with one_thread():
@@ -107,14 +109,15 @@ def main(argv=None) -> int:
                     plan = chaotic(label)
                     row = rows[(m, name)]
                     if plan is None:
-                        row["rel"].append(abs(value - native[label]) / abs(native[label]) if native[label] else 0.0)
-                    elif exact_or_tolerance(value, native[label]) == "differs":
+                        row["rel"].append(abs(value - native[label]) / (abs(native[label]) + scale))
+                    elif exact_or_tolerance(value, native[label], scale) == "differs":
                         d = draws[m][plan]
                         sd = statistics.stdev(d)
                         row["z"].append(abs(value - statistics.fmean(d)) / sd if sd else math.inf)
     print(f"{len(runs)} runs ({', '.join(str(r) for r in a.roots)}), one-ulp ensembles of 32 natively "
           f"(torch {torch.backends.cpu.get_cpu_capability()}); RTOL = {RTOL:g}\n")
-    print("| ensemble nudges | scored on | largest relative difference, unamplified metrics | rollout metrics past tolerance | "
+    print("| ensemble nudges | scored on | largest difference of an unamplified metric, relative to its value + the targets' sd | "
+          "rollout metrics past tolerance | "
           "median abs z | 99th pct abs z | largest abs z |")
     print("|---|---|---|---|---|---|---|")
     for (m, name), row in rows.items():
