@@ -7,6 +7,7 @@ every manifest goes through here; kanx.records re-exports the names for its call
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Sequence
@@ -26,8 +27,23 @@ _UMASK = _umask()
 
 def cannot_write(path: Path, error: OSError) -> StorageError:
     """``error`` (raised writing ``path``) as the one-line StorageError, naming ``path``: the
-    OSError of a full disk names no file."""
+    OSError of a full disk names no file. A permission error on a read-only file system is
+    named as that (EROFS), not as a permission to fix."""
+    if error.errno in (errno.EACCES, errno.EPERM) and on_read_only_file_system(Path(path)):
+        return StorageError(errno.EROFS, os.strerror(errno.EROFS), str(path))
     return StorageError(error.errno, error.strerror, str(path))
+
+
+def on_read_only_file_system(path: Path) -> bool:
+    """Whether ``path``, or its nearest folder that exists, is on a file system mounted
+    read-only (which os.access and some writes report as a permission it lacks)."""
+    path = Path(path).absolute()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        return False
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

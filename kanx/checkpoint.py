@@ -41,6 +41,19 @@ class BadCheckpoint(Exception):
         self.why, self.cause = why, cause
 
 
+# How a file torch.save wrote begins: a zip archive (since torch 1.6), or a pickle (the legacy
+# format, protocol 2 and up: the PROTO opcode).
+TORCH_MAGIC = (b"PK\x03\x04", b"\x80")
+
+
+def _head(path: Path, size: int = 16) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
 def torch_bytes(obj) -> bytes:
     """What torch.save writes for ``obj``."""
     import torch
@@ -80,13 +93,18 @@ class Checkpoint:
 
         import torch
 
+        path = Path(run_dir) / CHECKPOINT
         try:
-            raw = torch.load(Path(run_dir) / CHECKPOINT, map_location="cpu", weights_only=True)
+            raw = torch.load(path, map_location="cpu", weights_only=True)
             epoch = int(raw["epoch"])
-        except pickle.UnpicklingError as e:
-            raise BadCheckpoint("holds pickled Python objects other than tensors and plain data, which kanx does not load "
-                                "(unpickling can run code)", type(e).__name__) from e
-        except Exception as e:  # whatever torch raises for a truncated or foreign file
+        except Exception as e:
+            head = _head(path)
+            if head and not head.startswith(TORCH_MAGIC):  # text, or another file: torch stumbles on its first bytes
+                raise BadCheckpoint(f"is not a torch file (it begins {head!r}): not a checkpoint kanx writes",
+                                    type(e).__name__) from e
+            if isinstance(e, pickle.UnpicklingError):
+                raise BadCheckpoint("holds pickled Python objects other than tensors and plain data, which kanx does "
+                                    "not load (unpickling can run code)", type(e).__name__) from e
             first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
             raise BadCheckpoint(f"cannot be loaded ({type(e).__name__}{': ' + first if first else ''}): truncated, "
                                 "or not a checkpoint kanx writes", type(e).__name__) from e

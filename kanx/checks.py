@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kanx.atomic import on_read_only_file_system
 from kanx.errors import ConfigError
 from kanx.kan.shapes import stage_shapes
 
@@ -44,6 +45,9 @@ def check_writable(run_dirs: Sequence[Path]) -> None:
         checked.add(folder)
         if not folder.is_dir():
             raise ConfigError(f"{folder} is not a folder, so the results in {run_dir} cannot be written: choose another results_root")
+        if on_read_only_file_system(folder):
+            raise ConfigError(f"{folder} is on a read-only file system, so the results in {run_dir} cannot be written: "
+                              "choose a results_root on a writable one")
         if not os.access(folder, os.W_OK | os.X_OK):
             raise ConfigError(f"{folder} is not writable by this user, so the results in {run_dir} cannot be written: "
                               "fix its permissions or choose another results_root")

@@ -307,9 +307,9 @@ def main(argv=None) -> int:
     """python -m kanx.curves splice LATER_ROOT [ROOT]: splice every curve under LATER_ROOT
     (metrics.csv or metrics.csv.gz) onto the curve of the same run folder under ROOT (default:
     the current directory); see ``splice``."""
-    import argparse
+    from kanx.cli import ArgumentParser, prog
 
-    p = argparse.ArgumentParser(prog="python -m kanx.curves", description=main.__doc__)
+    p = ArgumentParser(prog=prog("kanx.curves"), description=main.__doc__)
     p.add_argument("command", choices=["splice"])
     p.add_argument("later_root", type=Path)
     p.add_argument("root", type=Path, nargs="?", default=Path("."))

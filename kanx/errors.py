@@ -1,8 +1,12 @@
 """Errors that kanx raises for bad input, before any compute is spent, and the one-line
-report with which every command line stops on them."""
+report with which every command line stops on them: `COMMAND: error: MESSAGE`, the command as
+typed (kanx.cli.prog), exit 2 for bad input and 1 for results that cannot be written."""
 
 import errno
 import sys
+from typing import NoReturn
+
+from kanx.cli import one_line, prog
 
 
 class ConfigError(ValueError):
@@ -29,16 +33,21 @@ class StorageError(OSError):
         return f"cannot write {self.filename}: " + (f"{cause} ({self.strerror})" if cause else str(self.strerror))
 
 
-def fail(error: Exception | str, code: int = 2) -> None:
-    """Stop with one line on stderr: exit 2 for bad input (nothing trained), 1 for runs that
-    failed (their records say why)."""
-    print(f"kanx: error: {error}", file=sys.stderr)
+def error_line(error: Exception | str, module: str | None = None) -> str:
+    """The one line a command stops with: `COMMAND: error: MESSAGE`, COMMAND as typed
+    (kanx.cli.prog: of ``module``, else of the module this process runs)."""
+    return f"{prog(module)}: error: {one_line(error)}"
+
+
+def fail(error: Exception | str, code: int = 2, module: str | None = None) -> NoReturn:
+    """Stop with one line on stderr (error_line): exit 2 for bad input (nothing trained), 1
+    for runs that failed (their records say why) or results that cannot be written."""
+    print(error_line(error, module), file=sys.stderr)
     sys.exit(code)
 
 
-def report(prog: str, error: Exception | str) -> int:
-    """fail() for a command whose main() returns its exit status (kanx.draw, kanx.formula):
-    one line on stderr, and 2. A message that spans lines (torch's own) is joined into one."""
-    print(f"{prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
-    return 2
-
+def report(module: str, error: Exception | str, code: int = 2) -> int:
+    """fail() for a command whose main() returns its exit status (kanx.draw, kanx.formula,
+    kanx.analyze, kanx.status): one line on stderr, and ``code``."""
+    print(error_line(error, module), file=sys.stderr)
+    return code

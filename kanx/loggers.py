@@ -15,17 +15,18 @@ log cadence (`train.log_every`). One tracker run per kanx run (a pack member).
                  its MLflow run (the newest with its run folder's tag), a fresh start makes a new one
 
 TensorBoard and MLflow are optional extras (`pip install kanx[tensorboard]`, `kanx[mlflow]`),
-imported only when their logger is opened. A logger never decides what a run is: its config
-keys are not run-defining (kanx.identity.NOT_RUN_DEFINING).
+imported only when their logger is chosen (check_installed imports what the run will). A logger
+never decides what a run is: its config keys are not run-defining (kanx.identity.NOT_RUN_DEFINING).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -83,13 +84,35 @@ def open_logger(cfg: LoggerConfig, run_dirs: Sequence[Path], tags: Sequence[dict
     raise ConfigError(f"logger={cfg.name!r} is not one of: {', '.join(LOGGERS)}")
 
 
+# What each logger imports when it opens (TensorBoardLogger, MLflowLogger): check_installed
+# imports the same, so an install that is there but broken is refused before compute too.
+IMPORTS = {"tensorboard": ("tensorboard.compat.proto.event_pb2", "tensorboard.compat.proto.summary_pb2"),
+           "mlflow": ("mlflow", "mlflow.tracking", "mlflow.entities")}
+
+
 def check_installed(cfg: LoggerConfig) -> None:
-    """Refuse a logger whose package is not installed, before any compute (kanx.config), in one
-    line that says how to install it; nothing is imported."""
+    """Refuse a logger whose package is not installed, or does not import, before any compute
+    (kanx.jobs), in one line that says how to install it. The logger's modules are imported
+    here, as the run imports them; `logger=none` imports nothing."""
+    import importlib
     import importlib.util
 
-    if cfg.name != "none" and importlib.util.find_spec(cfg.name) is None:
+    if cfg.name == "none":
+        return
+    if importlib.util.find_spec(cfg.name) is None:
         raise ConfigError(f"logger={cfg.name} needs the {cfg.name} package: pip install 'kanx[{cfg.name}]'")
+    loads: list[tuple[str, Callable[[], object]]] = [(module, functools.partial(importlib.import_module, module))
+                                                     for module in IMPORTS.get(cfg.name, (cfg.name,))]
+    if cfg.name == "tensorboard":
+        loads.append(("its checksum of event files", _masked_crc32c))
+    for what, load in loads:
+        try:
+            load()
+        except Exception as e:  # installed but broken: a dependency missing or of another version (protobuf's)
+            why = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+            raise ConfigError(f"logger={cfg.name}: the installed {cfg.name} does not import ({what}: {type(e).__name__}"
+                              f"{': ' + why if why else ''}): reinstall it, "
+                              f"pip install --force-reinstall 'kanx[{cfg.name}]'") from None
 
 
 def _extra(module: str, extra: str):

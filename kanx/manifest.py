@@ -8,7 +8,8 @@ Every launch path (a single run, a packed or basic `-m` sweep, a SLURM sweep,
 the protocol kanx.status times them with (epochs, batches per epoch, pack size) and the
 commands that added runs. A later launch into the same folder adds its runs to the list
 (a second `seed=2,3` after `seed=0,1` expects four); a launch that adds nothing (the same
-command again, a SLURM task of a submitted sweep) leaves the file as it is. Written
+command again, a SLURM task of a submitted sweep) leaves the file as it is; one that cannot be
+read stops the launch in one line that names it, and is never replaced. Written
 atomically (kanx.records.atomic_write_bytes): a reader sees the old list or the new one.
 
 Torch-free: kanx.status reads it.
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from kanx.errors import ConfigError
 from kanx.vocab import MANIFEST
 
 FORMAT = 1
@@ -55,17 +57,52 @@ def expected_runs(manifest: dict) -> set[tuple[float, int]]:
 
 def write_manifests(jobs: Iterable) -> list[Path]:
     """Add checked jobs (kanx.jobs.Job) to the manifests of their sweep folders. Returns the
-    manifests written (those that gained or changed a run). Raises StorageError."""
+    manifests written (those that gained or changed a run). Raises StorageError, and
+    ConfigError for a manifest that cannot be read (it is not replaced)."""
     by_folder: dict[Path, list] = {}
     for job in jobs:
         by_folder.setdefault(Path(job.run_dir).parent, []).append(job)
     return [path for folder, mine in by_folder.items() if (path := _add(folder, mine)) is not None]
 
 
+def _manifest_to_extend(folder: Path) -> dict:
+    """The manifest a launch adds to ({} where there is none yet). One that cannot be read is
+    refused, never replaced: it holds what earlier launches expect. Raises ConfigError naming
+    it (a file that is not a manifest) or StorageError (one that cannot be read)."""
+    from kanx.atomic import cannot_write
+
+    path = Path(folder) / MANIFEST
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise cannot_write(path, e) from e
+    try:
+        data = json.loads(text)
+        wrong = _shape_problem(data)
+    except ValueError as e:
+        wrong = f"not JSON: {e}"
+    if wrong:
+        raise ConfigError(f"{path} is not a manifest kanx wrote ({wrong}): move it away and launch again, "
+                          "and kanx writes a new one")
+    return data
+
+
+def _shape_problem(data) -> str | None:
+    """What keeps ``data`` from being a manifest a launch can add to, or None."""
+    if not isinstance(data, dict):
+        return "the file is not a JSON object"
+    for key, kind, name in (("runs", dict, "object"), ("launches", list, "list")):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            return f"its {key!r} is not a JSON {name}"
+    return None
+
+
 def _add(folder: Path, jobs: list) -> Path | None:
     from kanx.records import atomic_write_bytes
 
-    old = read_manifest(folder) or {}
+    old = _manifest_to_extend(folder)
     runs = dict(old.get("runs") or {})
     new = {Path(job.run_dir).name: _entry(job) for job in jobs}
     if all(runs.get(name) == entry for name, entry in new.items()):

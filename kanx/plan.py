@@ -58,7 +58,20 @@ def with_members(cfg, member: Sequence):
 
 def sweep_jobs(dataset: str, condition: str, overrides: Sequence[str] = ()) -> list[tuple[object, Path]]:
     """(composed config, run directory) of every job of
-    `python -m kanx.train +condition=CONDITION dataset=DATASET OVERRIDES -m`."""
+    `python -m kanx.train +condition=CONDITION dataset=DATASET OVERRIDES -m`. Raises ConfigError
+    for what Hydra cannot compose (a key the config lacks, an override it cannot parse)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from kanx.errors import ConfigError
+
+    try:
+        return _sweep_jobs(dataset, condition, overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"+condition={condition} dataset={dataset}: {e}") from e
+
+
+def _sweep_jobs(dataset: str, condition: str, overrides: Sequence[str]) -> list[tuple[object, Path]]:
     from hydra import compose
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -192,7 +205,7 @@ def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m kanx.plan PLAN.json`: train the packs a run_plan worker was given."""
-    from kanx.errors import StorageError
+    from kanx.errors import StorageError, error_line
     from kanx.runner import stop_on_signals, train_pack
 
     (path,) = argv if argv is not None else sys.argv[1:]
@@ -206,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if todo:
                 failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]", checkpointer)
         except StorageError as e:
-            print(f"kanx: error: {e}; this worker stopped", file=sys.stderr, flush=True)
+            print(error_line(f"{e}; this worker stopped"), file=sys.stderr, flush=True)
             return 1
     return 1 if failed else 0
 

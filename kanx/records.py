@@ -262,7 +262,7 @@ def _alive(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: a pid no OS has, in a lock written by hand
         return False
     except PermissionError:
         return True
@@ -306,7 +306,7 @@ def lock_is_live(run_dir: Path) -> bool:
         host, pid = holder["host"], int(holder["pid"])
     except FileNotFoundError:
         return False
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError):  # OverflowError: "pid": 1e400, read as infinity
         return age <= LOCK_REFRESH_S
     if host != socket.gethostname():
         return age <= LOCK_STALE_S
@@ -320,6 +320,28 @@ def lock_is_live(run_dir: Path) -> bool:
 
 def _mine(holder: dict) -> bool:
     return holder.get("host") == socket.gethostname() and holder.get("pid") == os.getpid()
+
+
+# The run folders whose locks this process holds. Whatever way it ends short of SIGKILL, its
+# locks go with it (release_held_locks, at exit): a pack that stops on a full disk while taking
+# its locks leaves none of those it took, which another host would count as live for LOCK_STALE_S.
+_HELD: set[Path] = set()
+
+
+def _hold(run_dir: Path) -> None:
+    if not _HELD:
+        import atexit
+
+        atexit.unregister(release_held_locks)  # registered once, however often the set empties
+        atexit.register(release_held_locks)
+    _HELD.add(run_dir)
+
+
+def release_held_locks() -> None:
+    """Remove every lock this process still holds (at its exit: a run it locked and did not
+    get to train, or to unlock, on an error's way out)."""
+    for run_dir in list(_HELD):
+        unlock(run_dir)
 
 
 def try_lock(run_dir: Path) -> bool:
@@ -350,6 +372,7 @@ def try_lock(run_dir: Path) -> bool:
                 with contextlib.suppress(OSError):  # an empty lock would hold the run for LOCK_REFRESH_S
                     path.unlink()
                 raise
+            _hold(run_dir)
             return True
     except OSError as e:
         raise cannot_write(path, e) from e
@@ -367,6 +390,7 @@ def refresh_locks(run_dirs) -> None:
 
 def unlock(run_dir: Path) -> None:
     """Remove the run's lock if this process holds it."""
+    _HELD.discard(Path(run_dir))
     path = Path(run_dir) / LOCK
     try:
         holder = json.loads(path.read_text())

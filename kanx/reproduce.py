@@ -28,7 +28,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kanx.cli import prog
+from kanx.cli import ArgumentParser, at_least, prog
+from kanx.errors import report
 from kanx.vocab import BASELINE, DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_CONDITIONS, PAPER_DATASETS, condition_name_problem, condition_option
 
 DATASETS = list(PAPER_DATASETS)
@@ -78,14 +79,13 @@ def run_packed(a, results: str) -> int:
             return submit_to_slurm(configs, a.group, a.pack_size, results)  # auto: per run, from its device
         failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
     except ConfigError as e:
-        print(f"reproduce: error: {e}", file=sys.stderr)
-        return 2
+        return report("kanx.reproduce", e)
     except StorageError as e:
-        print(f"reproduce: error: {e}; training stopped: the runs recorded so far keep their records, re-run to train the others", file=sys.stderr)
-        return 1
+        return report("kanx.reproduce", f"{e}; training stopped: the runs recorded so far keep their records, "
+                      "re-run to train the others", code=1)
     if failed:
-        print(f"reproduce: {failed} pack(s) or worker(s) failed; their runs hold `failed` records; fix and re-run to fill the holes", file=sys.stderr)
-        return 1
+        return report("kanx.reproduce", f"{failed} pack(s) or worker(s) failed; their runs hold `failed` records; "
+                      "fix and re-run to fill the holes", code=1)
     return 0
 
 
@@ -105,25 +105,26 @@ def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) ->
         params["pack_size"] = pack_size
     missing = SlurmLauncher(**params).submit_prepared(prepare_jobs(configs), group)
     if missing:
-        print(f"reproduce: {missing} run(s) have no record (see the task logs above); re-run to submit only those", file=sys.stderr)
-        return 1
+        return report("kanx.reproduce", f"{missing} run(s) have no record (see the task logs above); "
+                      "re-run to submit only those", code=1)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    from_script = bool(sys.argv) and Path(sys.argv[0]).parent.name == "scripts"
-    as_typed = f"python {sys.argv[0]}" if from_script else prog("kanx.reproduce")
-    p = argparse.ArgumentParser(prog=as_typed,  # as typed: kanx-reproduce, python -m kanx.reproduce or python scripts/reproduce.py
-                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # prog: as typed, kanx-reproduce, python -m kanx.reproduce or python scripts/reproduce.py
+    p = ArgumentParser(prog=prog("kanx.reproduce"), description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=["full", "smoke"], default="full")
     p.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
     p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME")
     p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
     p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
-    p.add_argument("--jobs", type=int, default=1, help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
+    p.add_argument("--jobs", type=at_least(1), default=1,
+                   help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
     p.add_argument("--group", choices=GROUPINGS, default=DEFAULT_GROUP,
                    help="packed launcher: how far packs mix sweeps (default auto: all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
-    p.add_argument("--pack-size", type=int, default=None, help="packed launcher: most runs per pack (default: train.pack_size)")
+    p.add_argument("--pack-size", type=at_least(1), default=None,
+                   help="packed launcher: most runs per pack (default: train.pack_size)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=True,
                    help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a time-boxed job on an offline GPU node)")
@@ -156,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             codes = list(pool.map(lambda cmd: run_sweep(cmd, env, Path(results) / "logs" if a.jobs > 1 else None), commands))
         failed = [" ".join(cmd[3:5]) for cmd, rc in zip(commands, codes, strict=True) if rc != 0]
         if failed:
-            print(f"reproduce: {len(failed)} sweep(s) failed: {'; '.join(failed)}; fix and re-run to fill the holes"
-                  + (f" (logs: {Path(results) / 'logs'})" if a.jobs > 1 else ""), file=sys.stderr)
-            return 1
+            logs = f" (logs: {Path(results) / 'logs'})" if a.jobs > 1 else ""
+            return report("kanx.reproduce", f"{len(failed)} sweep(s) failed: {'; '.join(failed)}; "
+                          f"fix and re-run to fill the holes{logs}", code=1)
     analyze = [sys.executable, "-m", "kanx.analyze", results, "--curves"]  # curves per cell, its seeds overlaid
     if not a.analysis:
         return 0

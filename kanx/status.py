@@ -52,7 +52,8 @@ from pathlib import Path
 import yaml
 
 from kanx.checkpoint import BadCheckpoint, Checkpoint
-from kanx.cli import pipe_safe, prog
+from kanx.cli import ArgumentParser, pipe_safe, prog
+from kanx.errors import report
 from kanx.eta import LEFT, duration, estimate, total_eta
 from kanx.manifest import expected_runs, read_manifest
 from kanx.records import lock_is_live, read_state
@@ -403,8 +404,8 @@ def format_runs(sweeps: list[Sweep], root: Path) -> str:
 def parse_args(argv=None) -> argparse.Namespace:
     # The module's docstring is the manual: its first paragraph as the description, the rest after the options.
     head, rest = __doc__.split("\n\n", 1)
-    parser = argparse.ArgumentParser(prog=prog("kanx.status"), description=" ".join(head.split()), epilog=rest,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog=prog("kanx.status"), description=" ".join(head.split()), epilog=rest,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="the results_root of the sweeps (e.g. outputs)")
     parser.add_argument("--runs", action="store_true", help="also list every run that is not finished")
     parser.add_argument("--json", action="store_true", help="print the status as JSON instead of a table")
@@ -416,8 +417,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
 
     if not args.root.is_dir():
-        print(f"error: {args.root} is not a folder", file=sys.stderr)
-        return 2
+        return report("kanx.status", f"{args.root} is not a folder")
     sweeps = collect(args.root)
     if not sweeps:
         print(f"no sweeps below {args.root} (no beta=..,seed=.. run folder, record, checkpoint or multirun.yaml)")

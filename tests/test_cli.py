@@ -156,8 +156,8 @@ def test_a_corrupt_data_file_fails_with_its_name(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["dataset=nope"], "Could not find 'dataset/nope'"),
     (["+condition=EXF"], "Could not find 'condition/EXF'"),
-    (["train.epochs=-1"], "kanx: error: train.epochs=-1 must be >= 1"),
-    (["+condition=E", "seed=range(0,0)", "-m"], "kanx: error: the sweep has no jobs"),
+    (["train.epochs=-1"], "python -m kanx.train: error: train.epochs=-1 must be >= 1"),
+    (["+condition=E", "seed=range(0,0)", "-m"], "python -m kanx.train: error: the sweep has no jobs"),
 ])
 @pytest.mark.slow
 def test_the_cli_reports_bad_input_in_one_line(tmp_path, args, message):

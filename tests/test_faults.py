@@ -246,7 +246,8 @@ def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(t
 @pytest.mark.slow
 def test_an_empty_beta_list_is_one_line_and_a_rejected_override_leaves_no_folder(tmp_path):
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "dataset.betas=[]", "-m", check=False)
-    assert p.returncode == 2 and p.stderr.strip() == "kanx: error: dataset.betas is empty: give at least one beta, e.g. dataset.betas=[0.0,0.01]", p.stderr
+    assert p.returncode == 2 and p.stderr.strip() == ("python -m kanx.train: error: dataset.betas is empty: give at least one beta, "
+                                                      "e.g. dataset.betas=[0.0,0.01]"), p.stderr
     for extra in (["-m"], []):  # a sweep (multirun.yaml) and a single run (.hydra/, train.log)
         p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", *extra, check=False)
         assert p.returncode == 2 and "train.lr='abc' must be a number" in p.stderr, p.stderr
@@ -364,7 +365,7 @@ def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(
     (model,) = tmp_path.rglob("model.pt")
     model.write_bytes(model.read_bytes()[:300])
     p = subprocess.run([sys.executable, "-m", "kanx.draw", str(model.parent), "--formats", "png"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and p.stderr.strip() == f"kanx.draw: error: {model} is corrupt: its sha256 differs from the one its done marker holds " \
+    assert p.returncode == 2 and p.stderr.strip() == f"python -m kanx.draw: error: {model} is corrupt: its sha256 differs from the one its done marker holds " \
         "(changed or truncated since it was written); re-run the run to replace it", p.stderr
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS)
     out = p.stdout + p.stderr
@@ -379,7 +380,7 @@ def test_a_pack_too_big_for_memory_is_refused_before_compute_naming_what_to_lowe
     start = time.monotonic()
     p = cli("+condition=E", "dataset=nguyen_f1", "model.width=[1,1000000,1]", f"results_root={tmp_path}", "-m", check=False)
     lines = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and lines[-1].startswith("kanx: error: a pack of 40 run(s) of nguyen_f1 needs about"), p.stderr
+    assert p.returncode == 2 and lines[-1].startswith("python -m kanx.train: error: a pack of 40 run(s) of nguyen_f1 needs about"), p.stderr
     assert "lower train.pack_size (now 70; this pack has 40 runs) or model.width=[1, 1000000, 1]" in lines[-1]
     assert not list(tmp_path.iterdir()) and time.monotonic() - start < 60
 
@@ -413,7 +414,8 @@ def test_an_unwritable_results_folder_is_refused_before_training(tmp_path, monke
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     p = cli("+condition=E", f"results_root={blocker / 'results'}", *ARGS, "-m", check=False)
-    assert p.returncode == 2 and p.stderr.strip().startswith(f"kanx: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
+    assert p.returncode == 2 and p.stderr.strip().startswith(
+        f"python -m kanx.train: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
     assert p.stderr.strip().endswith("cannot be written: choose another results_root") and len(p.stderr.strip().splitlines()) == 1
     import os
 

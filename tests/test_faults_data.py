@@ -90,7 +90,7 @@ def test_a_huge_value_stops_the_command_line_before_training(tmp_path):
             *TOY_TRAINING, check=False)
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     last = p.stderr.strip().splitlines()[-1]
-    assert last.startswith("kanx: error: ") and "column 'y' has the value 1e+300 in data row 3" in last
+    assert last.startswith("python -m kanx.train: error: ") and "column 'y' has the value 1e+300 in data row 3" in last
     assert not list(root.rglob("record.json"))
 
 
@@ -185,7 +185,7 @@ def test_an_unusable_run_folder_is_one_line_in_both_commands(finished, tmp_path,
     assert CLIS[prog](run_dir) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: {run_dir}"), captured.err
+    assert len(lines) == 1 and lines[0].startswith(f"python -m {prog}: error: {run_dir}"), captured.err
     assert not (run_dir / "formula.json").exists() and not captured.out
 
 
@@ -194,7 +194,7 @@ def test_both_commands_say_the_same_for_the_same_folder(finished, tmp_path, caps
     said = []
     for prog, main in CLIS.items():
         assert main(run_dir) == 2
-        said.append(capsys.readouterr().err.removeprefix(f"{prog}: error: "))
+        said.append(capsys.readouterr().err.removeprefix(f"python -m {prog}: error: "))
     assert said[0] == said[1]
 
 
@@ -218,7 +218,7 @@ def test_formula_options_out_of_range_stop_before_the_run_is_read(finished, monk
     monkeypatch.setattr(formula, "formula_of_run", not_now)
     assert formula.main([str(finished), *args, "--no-figure"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("kanx.formula: error: ")
+    assert line.startswith("python -m kanx.formula: error: ")
     for word in words:
         assert word in line, line
 

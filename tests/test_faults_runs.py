@@ -100,7 +100,7 @@ def test_a_single_run_into_an_unusable_results_root_is_one_line(tmp_path):
     blocker.write_text("not a folder")
     p = cli("+condition=E", f"results_root={blocker / 'results'}", *ARGS, check=False)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-3000:]
-    assert p.stderr.startswith(f"kanx: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
+    assert p.stderr.startswith(f"python -m kanx.train: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])

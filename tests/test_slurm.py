@@ -122,7 +122,7 @@ def cli(*args, timeout=300, env=None):
 def test_bad_input_stops_before_anything_is_submitted(tmp_path, arg, message):
     p = cli(*SHORT, f"results_root={tmp_path}", "hydra.launcher.timeout_min=5", "seed=0,1", arg, "-m")
     assert p.returncode == 2, p.stderr[-2000:]
-    assert f"kanx: error: {message}" in p.stderr
+    assert f"python -m kanx.train: error: {message}" in p.stderr
     assert not list(tmp_path.rglob(".submitit")) and not list(tmp_path.rglob(JOB_MARKER))
 
 
@@ -254,7 +254,7 @@ def test_unpacked_without_waiting_then_slurm_wait(cluster, tmp_path):
 def test_sbatch_refusing_the_array_is_one_error_and_nothing_runs(cluster, tmp_path):
     p = cli(*SHORT, "hydra.launcher.partition=no_such_partition", f"results_root={tmp_path}", "train.epochs=2", "seed=0", "-m")
     assert p.returncode == 2
-    assert "kanx: error: sbatch refused the array of 1 task(s)" in p.stderr and "partition" in p.stderr.lower()
+    assert "python -m kanx.train: error: sbatch refused the array of 1 task(s)" in p.stderr and "partition" in p.stderr.lower()
     assert not list(tmp_path.rglob(JOB_MARKER)) and not list(tmp_path.rglob("record.json"))
 
 
@@ -273,7 +273,7 @@ def test_a_cancelled_task_is_one_error_and_the_next_submission_resumes(cluster, 
     subprocess.run(["scancel", task.split("_")[0]], check=True)  # SIGTERM, then SIGKILL: no requeue
     out, _ = proc.communicate(timeout=240)
     assert proc.returncode == 1, out[-3000:]
-    assert "kanx: error: 2 of 2 runs have no record" in out and f"SLURM task {task} ended without a result (CANCELLED" in out
+    assert "python -m kanx.train: error: 2 of 2 runs have no record" in out and f"SLURM task {task} ended without a result (CANCELLED" in out
     assert "SIGTERM: saved exact checkpoints of 2 run(s)" in _task_log(tmp_path, task)
     p = cli(*args)
     assert p.returncode == 0, p.stderr[-3000:]

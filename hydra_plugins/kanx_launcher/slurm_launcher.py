@@ -335,6 +335,8 @@ class SlurmLauncher(Launcher):
         try:
             write_manifests(prepared)  # before submitting: kanx.status counts what was launched
             save_hydra_dirs(jobs)  # each run's .hydra/, as the basic launcher's
+        except ConfigError as e:  # a manifest kanx cannot read: not replaced
+            fail(e)
         except OSError as e:  # kanx.errors.StorageError: the results folder cannot be written
             fail(e, code=1)
         todo, busy = _left_to_submit(prepared)
@@ -357,9 +359,8 @@ class SlurmLauncher(Launcher):
         missing = sum(r.status == JobStatus.FAILED for r in returns)
         log.info(f"{len(returns) - missing} of {len(returns)} runs have records")
         if missing:  # one line, not Hydra's traceback of the first failed JobReturn
-            print(f"kanx: error: {missing} of {len(returns)} runs have no record (see the task logs above); "
-                  "re-run the same command to submit only those (they resume from their checkpoints)", file=sys.stderr)
-            sys.exit(1)
+            fail(f"{missing} of {len(returns)} runs have no record (see the task logs above); "
+                 "re-run the same command to submit only those (they resume from their checkpoints)", code=1)
         return returns
 
     def _submit(self, packs: list, sbatch: dict) -> list:

@@ -14,10 +14,13 @@ This is the only place that writes files.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
-from kanx.cli import prog
+from kanx.atomic import cannot_write
+from kanx.cli import ArgumentParser, prog
+from kanx.errors import ConfigError, StorageError, report
 
 from .collect import load_runs
 from .curve_figures import curve_figures
@@ -60,6 +63,16 @@ def _horizon(text: str) -> int | str:
     return steps
 
 
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a tolerance: give a number >= 0 (e.g. 0.05)")
+    return value
+
+
 def horizons_of(choice: int | str):
     """What `load_runs` takes for a --rollout-horizon choice: the paper's reading per dataset,
     None (as recorded), or one horizon for every dataset."""
@@ -67,7 +80,7 @@ def horizons_of(choice: int | str):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog("kanx.analyze"), description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog=prog("kanx.analyze"), description=__doc__.split("\n")[0])
     parser.add_argument("root", type=Path, metavar="RESULTS_ROOT", help="folder searched for */record.json")
     parser.add_argument("--out", type=Path, help="output folder (default: RESULTS_ROOT)")
     parser.add_argument("--formats", default="png,pdf", help="figure formats, comma-separated (default: png,pdf)")
@@ -98,7 +111,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--hv-tol",
-        type=float,
+        type=_tolerance,
         default=HV_TOLERANCE,
         help="tolerance on normalized HV (default: %(default)s)",
     )
@@ -191,38 +204,82 @@ def short_reading_runs(root: Path, runs, horizons):
     return load_runs(root, rollout_horizon=None, datasets=dynamical) if dynamical else None
 
 
+def figure_formats(text: str) -> tuple[str, ...]:
+    """--formats as a tuple of FIGURE_FORMATS; ConfigError for an unknown one or none."""
+    formats = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    bad = [f for f in formats if f not in FIGURE_FORMATS]
+    if bad or not formats:
+        what = "not " + ",".join(bad) if bad else "names no format"
+        raise ConfigError(f"--formats {text!r}: {what}; choose from {','.join(FIGURE_FORMATS)}")
+    return formats
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What can be told wrong with the options before any record is read. Raises ConfigError."""
+    if args.published is None:
+        options = {"--published-dataset": args.published_dataset, "--published-hv": args.published_hv}
+        given = [name for name, value in options.items() if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]} is for --published CSV, which is not given")
+    if not args.root.is_dir():
+        raise ConfigError(f"{args.root} is not a folder")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a file: give a folder (created if missing)")
+
+
+def check_datasets(args: argparse.Namespace, datasets) -> str | None:
+    """The dataset --published is of (None without --published), and --draw's, checked against
+    the datasets of the records. Raises ConfigError."""
+    names = ", ".join(datasets)
+    for option, dataset in (("--published-dataset", args.published_dataset), ("--draw", args.draw)):
+        if dataset is not None and dataset not in datasets:
+            raise ConfigError(f"{option} {dataset}: no record of it below {args.root} (its datasets: {names})")
+    if args.published is None or args.published_dataset is not None:
+        return args.published_dataset
+    if len(datasets) != 1:
+        raise ConfigError(f"--published needs --published-dataset NAME: the records hold {names}")
+    return datasets[0]
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    formats = tuple(f.strip().lower() for f in args.formats.split(",") if f.strip())
-    bad = [f for f in formats if f not in FIGURE_FORMATS]
-    if bad:
-        print(f"error: --formats {','.join(bad)} not in {','.join(FIGURE_FORMATS)}", file=sys.stderr)
-        return 2
-    if not args.root.is_dir():
-        print(f"error: {args.root} is not a folder", file=sys.stderr)
-        return 2
+    try:
+        formats = figure_formats(args.formats)
+        check_args(args)
+        published = read_published(args.published) if args.published is not None else None
+        published_hv = read_published_hv(args.published_hv) if args.published_hv is not None else None
+    except ConfigError as e:
+        return report("kanx.analyze", e)
     horizons = horizons_of(args.rollout_horizon)
     runs = load_runs(args.root, rollout_horizon=horizons)
     skipped = runs.attrs["skipped"]
     if runs.empty:
         why = f"; the first: {skipped[0][0]}: {skipped[0][1]}" if skipped else ""
-        print(f"error: no completed record.json below {args.root} counts ({len(skipped)} skipped{why})", file=sys.stderr)
-        return 1
+        return report("kanx.analyze", f"no completed record.json below {args.root} counts "
+                      f"({len(skipped)} skipped{why})", code=1)
+    try:
+        dataset = check_datasets(args, sorted(runs["dataset"].unique()))
+    except ConfigError as e:
+        return report("kanx.analyze", e)
+    try:
+        return write_report(args, runs, formats, horizons, published, published_hv, dataset)
+    except ConfigError as e:  # --draw: a median run whose model cannot be loaded
+        return report("kanx.analyze", e)
+    except OSError as e:  # the output folder cannot be written (a full disk, a read-only file system)
+        error = e if isinstance(e, StorageError) else cannot_write(Path(e.filename or args.out or args.root), e)
+        return report("kanx.analyze", error, code=1)
 
+
+def write_report(args: argparse.Namespace, runs, formats, horizons, published, published_hv, dataset) -> int:
+    """Build the report of ``runs`` and write it with its tables and figures (main's work once
+    every option is checked)."""
+    skipped = runs.attrs["skipped"]
     print_config_mixes(runs.attrs.get("config_mixes", []))
 
-    published = published_hv = None
-    dataset, hv_source = args.published_dataset, ""
-    if args.published is not None:
-        published = read_published(args.published)
-        if dataset is None:
-            datasets = sorted(runs["dataset"].unique())
-            if len(datasets) != 1:
-                print("error: --published needs --published-dataset NAME", file=sys.stderr)
-                return 2
-            dataset = datasets[0]
-        if args.published_hv is not None:
-            published_hv, hv_source = read_published_hv(args.published_hv), f"`{args.published_hv.name}`"
+    hv_source = ""
+    if published is not None:
+        if published_hv is not None:
+            hv_source = f"`{args.published_hv.name}`"
         elif dataset in PAPER_HV:  # a one-dataset family of the paper: its HV column, checked per condition
             published_hv, hv_source = PAPER_HV[dataset], "the paper's HV table (kanx/analyze/paper/hypervolume_published.csv)"
 
@@ -238,17 +295,21 @@ def main(argv=None) -> int:
         paper=args.paper,
         short_runs=short_reading_runs(args.root, runs, horizons),
     )
-    report = write_artifacts(art, args.out or args.root, formats)
+    report_path = write_artifacts(art, args.out or args.root, formats)
+    bad: list = []
     if args.curves:
-        drawn, bad = append_curves(Path(report), runs, args.root, args.out or args.root, per_run=args.curves == "all")
+        drawn, bad = append_curves(report_path, runs, args.root, args.out or args.root, per_run=args.curves == "all")
         print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
         if bad:
             print(f"warning: {len(bad)} damaged training curve{'s' * (len(bad) > 1)} not drawn (report.md lists them; the runs' records still count):")
             print("\n".join(f"  {folder}: {why}" for folder, why in bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""))
     if args.draw:
-        append_model_drawings(Path(report), args.root, args.draw)
-    print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker, unreadable, or changed since its done marker)")
-    print(f"report: {report}")
+        append_model_drawings(report_path, args.root, args.draw)
+    curves = (f"; {len(bad)} of their training curves not drawn (damaged or changed since the done marker: "
+              "the records count)") if bad else ""
+    print(f"{len(runs)} records read, {len(skipped)} skipped (no done marker, unreadable, without the reading "
+          f"asked for, or record.json or model.pt changed since its done marker){curves}")
+    print(f"report: {report_path}")
     return 0
 
 

@@ -24,6 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kanx.cli import one_line
+from kanx.errors import ConfigError
+
 from .aggregate import METRIC_PREFIX
 from .collect import canonical_beta
 from .hypervolume import REF_SCALE, condition_hypervolumes
@@ -48,17 +51,35 @@ HV_TOLERANCE = 0.05
 STAT_COLUMNS: tuple[str, ...] = tuple(f"{p}_{s}" for p in METRIC_PREFIX.values() for s in ("median", "min", "max"))
 
 
+def _csv(path: str | Path) -> pd.DataFrame:
+    """A CSV table the user gave; ConfigError, in one line naming it, where it cannot be read."""
+    try:
+        return pd.read_csv(path)
+    except OSError as e:
+        raise ConfigError(f"{path} cannot be read: {e.strerror or e}") from None
+    except ValueError as e:  # pandas' EmptyDataError and ParserError, a UnicodeDecodeError
+        raise ConfigError(f"{path} is not a CSV table: {one_line(e)}") from None
+
+
 def read_published(path: str | Path) -> pd.DataFrame:
-    """Published absolute results; beta of Baseline/F becomes 0 like in the run table."""
-    table = pd.read_csv(path)
+    """Published absolute results; beta of Baseline/F becomes 0 like in the run table. Raises
+    ConfigError for a file that is not such a table."""
+    table = _csv(path)
     missing = {"condition", "beta", *STAT_COLUMNS} - set(table.columns)
     if missing:
-        raise ValueError(f"{path}: missing columns {', '.join(sorted(missing))}")
+        header = ",".join(["condition", "beta", *STAT_COLUMNS])
+        raise ConfigError(f"{path}: missing columns {', '.join(sorted(missing))} "
+                          f"(a table of published results has the header {header})")
     unknown = set(table["condition"]) - set(CONDITIONS)
     if unknown:
-        raise ValueError(f"{path}: unknown conditions {', '.join(sorted(unknown))}")
-    table["beta"] = [canonical_beta(None if pd.isna(b) else b, c) for c, b in zip(table["condition"], table["beta"], strict=True)]
-    return table[["condition", "beta", *STAT_COLUMNS]].astype({c: float for c in STAT_COLUMNS})
+        raise ConfigError(f"{path}: unknown conditions {', '.join(sorted(map(str, unknown)))} "
+                          f"(known: {', '.join(CONDITIONS)})")
+    try:
+        table["beta"] = [canonical_beta(None if pd.isna(b) else b, c)
+                         for c, b in zip(table["condition"], table["beta"], strict=True)]
+        return table[["condition", "beta", *STAT_COLUMNS]].astype({c: float for c in STAT_COLUMNS})
+    except ValueError as e:
+        raise ConfigError(f"{path}: {one_line(e)}") from None
 
 
 def printed_decimals(path: str | Path) -> dict[str, int]:
@@ -93,14 +114,18 @@ PAPER_HV: dict[str, dict[str, float]] = _paper_hv_by_family()
 
 
 def read_published_hv(path: str | Path) -> dict[str, float]:
-    """A CSV ``condition,hv`` of published normalized hypervolumes."""
-    table = pd.read_csv(path)
+    """A CSV ``condition,hv`` of published normalized hypervolumes. Raises ConfigError for a
+    file that is not such a table."""
+    table = _csv(path)
     if list(table.columns[:2]) != ["condition", "hv"]:
-        raise ValueError(f"{path}: expected the header 'condition,hv'")
+        raise ConfigError(f"{path}: expected the header 'condition,hv'")
     unknown = set(table["condition"]) - set(GATED)
     if unknown:
-        raise ValueError(f"{path}: not gated conditions: {', '.join(sorted(unknown))}")
-    return dict(zip(table["condition"], table["hv"].astype(float), strict=True))
+        raise ConfigError(f"{path}: not gated conditions: {', '.join(sorted(map(str, unknown)))}")
+    try:
+        return dict(zip(table["condition"], table["hv"].astype(float), strict=True))
+    except ValueError as e:
+        raise ConfigError(f"{path}: {one_line(e)}") from None
 
 
 def _order(table: pd.DataFrame) -> pd.DataFrame:

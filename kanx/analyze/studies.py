@@ -34,10 +34,15 @@ STUDY_TABLE = "study.md"  # a study root's tables, as its script's `table` last 
 
 def write_study_table(root: str | Path, text: str) -> Path:
     """Write a study's tables to ROOT/study.md (creating ROOT), so the committed study carries the
-    tables its records give; returns the path."""
+    tables its records give; returns the path. Raises StorageError."""
+    from kanx.atomic import cannot_write
+
     path = Path(root) / STUDY_TABLE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    except OSError as e:
+        raise cannot_write(path, e) from e
     return path
 
 

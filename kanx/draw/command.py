@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kanx.cli import prog
+from kanx.cli import ArgumentParser, prog
 from kanx.errors import ConfigError, report
 from kanx.load import load_finished_run
 
@@ -15,7 +14,7 @@ from .render import FORMATS, draw_run, save
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=prog("kanx.draw"), description="Draw a trained gated KAN (the paper's Fig. 1 style).")
+    p = ArgumentParser(prog=prog("kanx.draw"), description="Draw a trained gated KAN (the paper's Fig. 1 style).")
     p.add_argument("run_dir", help="a finished run's directory (record.json, done, model.pt)")
     p.add_argument("--out", help="output file stem (default: RUN_DIR/drawing)")
     p.add_argument("--formats", default=",".join(FORMATS), help="comma-separated, from png,pdf,svg (default: all three)")
@@ -32,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report("kanx.draw", e)
     fig, drawing = draw_run(run, show_closed=args.show_closed)
     for note in drawing.notes:
-        print(f"kanx.draw: warning: {note}", file=sys.stderr)
+        print(f"{prog('kanx.draw')}: warning: {note}", file=sys.stderr)
     for path in save(fig, args.out or Path(args.run_dir) / "drawing", formats, args.dpi):
         print(path)
     return 0

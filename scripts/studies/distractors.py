@@ -26,12 +26,15 @@ from pathlib import Path
 from statistics import median
 
 from kanx import vocab
+from kanx.cli import ArgumentParser, at_least, prog
+from kanx.errors import ConfigError, StorageError, report
 from kanx.kan.structure import model_used_inputs
 from kanx.load import load_run
 
 DATASETS = ("nguyen_f9", "nguyen_f10")
 CONDITIONS = ("EFX", "EFXI")
 TRUE_INPUTS = frozenset({"x", "y"})  # both problems' variables (kanx.data.synthetic)
+SCRIPT = "scripts/studies/distractors.py"
 
 
 def sweep_overrides(k: int, root: Path, seeds: int, quick: bool, extra: list[str]) -> list[str]:
@@ -106,24 +109,31 @@ def write_table(root: Path, k: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     head, rest = __doc__.split("\n\n", 1)
-    p = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog=prog(SCRIPT), description=head, epilog=rest,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("run", "table"))
-    p.add_argument("--k", type=int, default=3, help="distractor inputs (default 3)")
+    p.add_argument("--k", type=at_least(0), default=3, help="distractor inputs (default 3)")
     p.add_argument("--root", type=Path, default=None,
                    help="results root of the study (default results/studies/distractors, outputs/studies-smoke/distractors with --quick)")
-    p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    p.add_argument("--seeds", type=at_least(1), default=10, help="seeds 0..N-1 (default 10)")
     p.add_argument("--quick", action="store_true", help="+debug=quick: a 20-epoch smoke test")
     p.add_argument("--no-table", action="store_true", help="run: train only (e.g. in a time-boxed GPU job), no table")
     p.add_argument("overrides", nargs="*", help="more Hydra overrides for every sweep")
     a = p.parse_intermixed_args(argv)
     a.root = a.root or Path("outputs/studies-smoke/distractors" if a.quick else "results/studies/distractors")  # toy runs stay apart
-    if a.command == "run":
-        failed = run(a.k, a.root, a.seeds, a.quick, a.overrides)
-        if not a.no_table:
+    if a.command == "table" and not a.root.is_dir():
+        return report(SCRIPT, f"--root {a.root} is not a folder: give the study's results root")
+    if a.command == "table" and a.overrides:
+        return report(SCRIPT, f"table takes no overrides ({' '.join(a.overrides)}): they are for run")
+    try:
+        failed = run(a.k, a.root, a.seeds, a.quick, a.overrides) if a.command == "run" else 0
+        if a.command == "table" or not a.no_table:
             print(write_table(a.root, a.k))
-        return 1 if failed else 0
-    print(write_table(a.root, a.k))
-    return 0
+    except ConfigError as e:
+        return report(SCRIPT, e)
+    except StorageError as e:  # the runs recorded so far keep their records: `run` again trains the others
+        return report(SCRIPT, e, code=1)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -33,6 +33,10 @@ from pathlib import Path
 
 from kanx.analyze.inputs import selected_inputs, selected_inputs_markdown
 from kanx.analyze.studies import cells_markdown, hv_markdown, runs_beside_paper, write_study_table
+from kanx.cli import ArgumentParser, at_least, prog
+from kanx.errors import ConfigError, StorageError, report
+
+SCRIPT = "scripts/studies/factor_study.py"
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,9 @@ def run(study: Study, root: Path, a: argparse.Namespace) -> int:
 
     conditions = [study.condition, *([study.compare] if a.retrain_compare else [])]
     args = ["--datasets", *study.datasets, "--conditions", *conditions, "--results", str(root), "--no-analysis", "--jobs", str(a.jobs),
-            "--scale", a.scale, *(["--group", a.group] if a.group else []), *(["--pack-size", str(a.pack_size)] if a.pack_size else []),
-            *([f"seed={','.join(map(str, range(a.seeds)))}"] if a.seeds else []), *a.overrides]
+            "--scale", a.scale, *(["--group", a.group] if a.group else []),
+            *(["--pack-size", str(a.pack_size)] if a.pack_size is not None else []),
+            *([f"seed={','.join(map(str, range(a.seeds)))}"] if a.seeds is not None else []), *a.overrides]
     return reproduce(args) or 0
 
 
@@ -96,29 +101,43 @@ def table(name: str, study: Study, root: Path, paper: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     head, rest = __doc__.split("\n\n", 1)
-    p = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog=prog(SCRIPT), description=head, epilog=rest,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("run", "table"))
     p.add_argument("study", choices=tuple(STUDIES))
     p.add_argument("--root", type=Path, default=None,
                    help="the study's results root (default results/studies/<input-gates|node-gates>, outputs/studies-smoke/... with --scale smoke)")
     p.add_argument("--paper", type=Path, default=Path("results/paper"), help="the paper's records (default results/paper)")
-    p.add_argument("--jobs", type=int, default=1, help="packs trained at once (run)")
+    p.add_argument("--jobs", type=at_least(1), default=1, help="packs trained at once (run)")
     p.add_argument("--group", default=None, help="how far packs mix sweeps (run; kanx.reproduce's --group, default auto)")
-    p.add_argument("--pack-size", type=int, default=None, help="most runs per pack (run; default train.pack_size)")
+    p.add_argument("--pack-size", type=at_least(1), default=None,
+                   help="most runs per pack (run; default train.pack_size)")
     p.add_argument("--retrain-compare", action="store_true", help="run: train the comparison condition (EFX) into the study's root too, with weights")
     p.add_argument("--no-table", action="store_true", help="run: train only (e.g. in a time-boxed GPU job), no table")
-    p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: conf/'s, 0-9)")
+    p.add_argument("--seeds", type=at_least(1), default=None, help="seeds 0..N-1 (default: conf/'s, 0-9)")
     p.add_argument("--scale", choices=("full", "smoke"), default="full", help="smoke: kanx.reproduce's toy scale (2 epochs, 2 seeds)")
     p.add_argument("overrides", nargs="*", help="more Hydra overrides for every sweep")
     a = p.parse_intermixed_args(argv)
     study = STUDIES[a.study]
     root = a.root or (Path(study.root) if a.scale == "full" else Path("outputs/studies-smoke") / Path(study.root).name)  # toy runs stay apart
+    if a.command == "table" and a.overrides:
+        return report(SCRIPT, f"table takes no overrides ({' '.join(a.overrides)}): they are for run")
+    if a.command == "table" and not root.is_dir():
+        return report(SCRIPT, f"--root {root} is not a folder: give the study's results root")
+    if not (a.command == "run" and a.no_table) and not a.paper.is_dir():  # checked before training, not after it
+        return report(SCRIPT, f"--paper {a.paper} is not a folder: give the paper's results root (default "
+                      "results/paper)")
     if a.command == "run":
         rc = run(study, root, a)
         if rc or a.no_table:
             return rc
-    text = table(a.study, study, root, a.paper)
-    write_study_table(root, text)
+    try:
+        text = table(a.study, study, root, a.paper)
+        write_study_table(root, text)
+    except ConfigError as e:
+        return report(SCRIPT, e)
+    except StorageError as e:
+        return report(SCRIPT, e, code=1)
     print(text)
     return 0
 
