@@ -43,10 +43,12 @@ from pathlib import Path
 import torch
 
 from kanx import records, vocab
-from kanx.cli import pipe_safe, prog
+from kanx.cli import ArgumentParser, pipe_safe, prog
 from kanx.errors import StorageError, fail
 from kanx.verdicts import CONSISTENT, DIFFERS, IDENTICAL, VERDICTS, WITHIN, Verdict, judge
 
+MODULE = "kanx.evaluate"
+MODULE = "kanx.evaluate"
 AGREES, DIFFERS_RUN, CORRUPT, UNSEALED, NO_WEIGHTS, UNSCORED, FAILED = (
     "agrees", "differs", "corrupt", "unsealed", "no weights", "cannot be scored", "failed")
 OUTCOMES = (AGREES, DIFFERS_RUN, CORRUPT, UNSEALED, NO_WEIGHTS, UNSCORED, FAILED)
@@ -243,9 +245,9 @@ def devices_line(checked: list[Checked]) -> str | None:
             "so every run gets the same verdicts (docs/RECORDS.md, \"Rescoring on another machine\")")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> ArgumentParser:
     doc = __doc__ or ""
-    parser = argparse.ArgumentParser(prog=prog("kanx.evaluate"), description=doc.split("\n\n", 1)[0],
+    parser = ArgumentParser(prog=prog(MODULE), description=doc.split("\n\n", 1)[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc.split("\n\n", 1)[1])
     parser.add_argument("root", type=Path, help="a results root, or one run folder")
     parser.add_argument("--add-missing", action="store_true", help="write metrics a record lacks into it (refreshing its checksum)")
@@ -259,12 +261,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not args.root.exists():
-        fail(f"{args.root} does not exist: give a results root (e.g. results/paper) or a run folder")
+        fail(f"{args.root} does not exist: give a results root (e.g. results/paper) or a run folder", module=MODULE)
     if not args.root.is_dir():
-        fail(f"{args.root} is a file: give a results root (e.g. results/paper) or a run folder")
+        fail(f"{args.root} is a file: give a results root (e.g. results/paper) or a run folder", module=MODULE)
     folders = run_folders(args.root)
     if not folders:
-        fail(f"{args.root} holds no run (no folder with {records.RECORD}, {records.DONE} or {records.MODEL} below it)")
+        fail(f"{args.root} holds no run (no folder with {records.RECORD}, {records.DONE} or {records.MODEL} below it)", module=MODULE)
     checked, completed, not_completed = [], 0, 0
     for run_dir in folders:
         result = check(run_dir)

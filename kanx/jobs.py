@@ -86,6 +86,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
     jobs: list[Job] = []
     by_dir: dict[Path, Job] = {}
     legacy: list[Job] = []
+    duplicates: list[Job] = []
     for cfg, run_dir in configs:
         container = to_container(cfg) if not isinstance(cfg, dict) else cfg  # type: ignore[arg-type]  # a composed DictConfig
         container.pop("hydra", None)
@@ -106,7 +107,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
                 diff = config_differences(first.container, job.container) or [f"dataset data hash: {first.data_hash}, then {job.data_hash}"]
                 raise ConfigError(f"two jobs would write {job.run_dir} with different configs ({'; '.join(diff[:3])}): "
                                   "a key that tells them apart must be one the folder name shows")
-            log.info(f"{job.label}: the same run folder as an earlier job; trained once ({job.run_dir})")
+            duplicates.append(job)
             continue
         job.state = records.read_state(job.run_dir)
         if is_legacy(job) and not run.overwrite:
@@ -118,6 +119,9 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         jobs.append(job)
     if legacy:
         _refuse_legacy(legacy)
+    if duplicates:
+        log.info(f"{len(duplicates)} job(s) name the run folder of an earlier job (a value swept twice, e.g. seed=0,0): "
+                 f"each such run is trained once, e.g. {duplicates[0].run_dir}")
     return jobs
 
 

@@ -135,18 +135,23 @@ def _save_torch(path: Path, obj) -> None:
 
 def _lock_pending(jobs: Sequence[Job]) -> list[Job]:
     """The jobs this process may train now: their lock taken, and still unfinished (another
-    process may have finished one since this one looked)."""
-    mine = []
-    for job in jobs:
-        if not records.try_lock(job.run_dir):
-            log.info(f"{job.label}: another process is training it ({job.run_dir / records.LOCK}); skipping")
-            continue
-        records.remove_half_written(job.run_dir)  # a killed writer's; the lock says none is alive
-        state = records.read_state(job.run_dir)
-        if state.status == "done" and state.config_hash == job.config_hash and not job.run.overwrite:
+    process may have finished one since this one looked). A failure part way (a full disk)
+    releases the locks taken so far at once, not only when the process exits."""
+    mine: list[Job] = []
+    try:
+        for job in jobs:
+            if not records.try_lock(job.run_dir):
+                log.info(f"{job.label}: another process is training it ({job.run_dir / records.LOCK}); skipping")
+                continue
+            mine.append(job)
+            records.remove_half_written(job.run_dir)  # a killed writer's; the lock says none is alive
+            state = records.read_state(job.run_dir)
+            if state.status == "done" and state.config_hash == job.config_hash and not job.run.overwrite:
+                records.unlock(mine.pop().run_dir)
+    except BaseException:
+        for job in mine:
             records.unlock(job.run_dir)
-            continue
-        mine.append(job)
+        raise
     return mine
 
 
@@ -342,7 +347,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     where = _where(device)
     for m, job in enumerate(jobs):
         # The record's metrics are those of model.pt, scored alone (kanx.evaluate.score): the
-        # numbers do not depend on the pack, and kanx.evaluate reproduces them bit for bit.
+        # numbers do not depend on the pack, and kanx.evaluate reproduces them bit for bit on this
+        # machine (elsewhere within its verdicts' tolerance, kanx.verdicts).
         saved = model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                            runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names)
         scores = score(read_model_file(io.BytesIO(torch_bytes(saved))), datasets[m])  # model.pt's bytes, read back

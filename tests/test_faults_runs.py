@@ -370,3 +370,20 @@ def test_a_sweep_over_records_of_the_older_format_stops_before_training_and_asks
         recs = run_jobs(configs("overwrite=true"))
     assert records.read_state(legacy).status == "done" and (legacy / "record.json").read_bytes() != sealed
     assert all(r["status"] == "ok" for r in recs) and "holds no checksums" in caplog.text
+
+
+def test_a_value_swept_three_times_is_one_run_named_in_one_line(tmp_path, caplog):
+    """seed=0,0,0: the three jobs name one folder; prepare_jobs says so once, not once per copy."""
+    import logging
+
+    from helpers import TOY, composed
+
+    from kanx.jobs import prepare_jobs
+
+    run_dir = tmp_path / "seed=0"
+    configs = [(composed("dataset=sin_xy2", "seed=0", *TOY, f"results_root={tmp_path}"), run_dir) for _ in range(3)]
+    with caplog.at_level(logging.INFO):
+        jobs = prepare_jobs(configs)
+    assert len(jobs) == 1
+    lines = [r.getMessage() for r in caplog.records if "trained once" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("2 job(s) name the run folder of an earlier job")
