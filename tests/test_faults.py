@@ -297,6 +297,7 @@ def test_generated_data_are_identified_by_generator_version_and_parameters(monke
     assert data_hash(load_dataset("nguyen_f1", data_seed=0)) != f1
 
 
+@pytest.mark.committed
 def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(tmp_path):
     """Records written before data hashes (results/paper/concrete) stay valid while the data
     file is the reference copy, and are refused when it is another copy."""
@@ -443,6 +444,7 @@ def test_a_batch_larger_than_the_training_set_uses_the_effective_batch_in_mdl_ba
     assert pack.scale == complexity_scale("mdl_batch", 128, 128) != complexity_scale("mdl_batch", 128, 512)
 
 
+@pytest.mark.committed
 def test_committed_records_count_as_finished_without_their_weights():
     """A clone of main has the committed records but no model.pt (``*.pt`` is git-ignored):
     every committed run must still read as done, or make reproduce-tables would retrain it."""
