@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import TOY, cli, records, wait_for
+from helpers import SHARED_DATA, TOY, cli, records, wait_for
 
 import kanx
 
@@ -307,7 +307,7 @@ def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(
     from kanx.plan import sweep_jobs
     from kanx.records import write_record
 
-    shared = Path(__import__("os").environ.get("KANX_DATA_DIR", "/work/shared/data"))
+    shared = SHARED_DATA
     if not (shared / "concrete.csv").is_file():
         pytest.skip("no concrete.csv")
     own = tmp_path / "own"

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import TOY, cli, train_run
+from helpers import SHARED_DATA, TOY, cli, train_run
 
 import kanx
 from kanx import formula, symbolic, symbolic_fit
@@ -24,7 +24,6 @@ from kanx.draw import command as draw_cli
 from kanx.errors import ConfigError, DataError
 from kanx.records import seal
 
-SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or Path(__file__).parents[1].parent / "shared" / "data")
 TOY_TRAINING = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
 # No test reads the user's KANX_DATA_DIR or cache, or touches the network (conftest.py).
 pytestmark = pytest.mark.usefixtures("offline")
