@@ -19,7 +19,7 @@ OVERRIDES ?=
 GROUP    ?=
 PACK_SIZE ?=
 
-.PHONY: help install run formula test test-full test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction study bench bench-paper clean
+.PHONY: help install run formula test test-full test-portable test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction study bench bench-paper clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
@@ -45,6 +45,20 @@ test: install ## Fast test suite, in-process (includes one small real sweep thro
 
 test-full: test ## Every test but the SLURM ones (what CI runs): make test, then those that start processes, build the wheel, train long, or dry-run the offline GPU job
 	$(PY) -m pytest -m "(slow or offline_gpu) and not slurm"
+
+# test-portable: another CPU's vector kernels, emulated on this one. torch reads ATEN_CPU_CAPABILITY at import (its own
+# kernels), MKL reads MKL_ENABLE_INSTRUCTIONS (matrix products); each leg first checks that torch took the capability.
+PORTABLE_TESTS := -m "(committed or bitwise) and not slow and not slurm and not offline_gpu" -p no:cacheprovider
+HOST_AVX512    := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo yes)
+define portable_leg
+	ATEN_CPU_CAPABILITY=$(1) $(PY) -c "import sys, torch; c = torch.backends.cpu.get_cpu_capability(); \
+	  print('make test-portable: torch CPU capability', c, '(MKL: $(2))'); sys.exit(c != '$(1)'.upper())"
+	ATEN_CPU_CAPABILITY=$(1) MKL_ENABLE_INSTRUCTIONS=$(2) $(PY) -m pytest $(PORTABLE_TESTS)
+endef
+
+test-portable: install ## The tests that read committed records (marker committed) or claim bit-equality of two code paths (bitwise), under torch's and MKL's baseline kernels and, on an AVX-512 host, their AVX2 ones (what another CPU computes)
+	$(call portable_leg,default,SSE4_2)
+	$(if $(HOST_AVX512),$(call portable_leg,avx2,AVX2),@echo "make test-portable: no AVX-512 here, so native is the AVX2 leg")
 
 test-cuda: install ## GPU tests (tests/test_cuda.py; skipped without CUDA) and the benchmark on the GPU
 	$(PY) -m pytest tests/test_cuda.py -rs

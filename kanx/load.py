@@ -12,6 +12,7 @@ import torch
 from kanx import records
 from kanx.errors import ConfigError
 from kanx.kan.network import Condition, GatedKAN, KANSpec
+from kanx.tables import by_name
 
 # model.pt holds tensors and plain data only, so it loads with torch.load(weights_only=True):
 # a results folder on a shared file system must not be able to run code in whoever opens it.
@@ -93,10 +94,14 @@ class TrainedRun:
     @torch.no_grad()
     def predict(self, x):
         """Predictions in the data's original units for raw inputs x: (N, n_inputs), or one
-        sample (n_inputs,), as a tensor, NumPy array or list. Returns (N, n_outputs), or
-        (n_outputs,) for one sample: a NumPy array for NumPy or list input, else a tensor."""
+        sample (n_inputs,), as a tensor, NumPy array or list (columns in the run's input
+        order), or a pandas DataFrame (a Series: one sample) whose columns are read by name
+        (kanx.tables.by_name: a missing, extra or repeated column is refused). Returns
+        (N, n_outputs), or (n_outputs,) for one sample: a tensor for a tensor, else NumPy."""
+        x = by_name(x, self.input_names, "predict")
         as_numpy = not isinstance(x, torch.Tensor)
-        x = torch.as_tensor(np.asarray(x, dtype=np.float64) if as_numpy else x, dtype=torch.float64)
+        # ascontiguousarray: torch takes no NumPy view that runs backwards (x[:, ::-1])
+        x = torch.as_tensor(np.ascontiguousarray(x, dtype=np.float64) if as_numpy else x, dtype=torch.float64)
         one = x.ndim == 1
         if one:
             x = x.unsqueeze(0)
@@ -137,10 +142,15 @@ def rebuild_dataset(run: TrainedRun):
     moved falls back to KANX_DATA_DIR and the cache). Raises ValueError if it does not match
     the scaling saved with the model, i.e. it is not the data the model was trained on."""
     from kanx.config import run_config_from
-    from kanx.data import fit_scaling, load_dataset
+    from kanx.data import DATASETS, fit_scaling, load_dataset
 
     data = run_config_from(run.config).data
     options = dict(data.options)
+    spec = DATASETS.get(options.get("loader", data.name))
+    if spec is not None and "features" in spec.defaults and options.get("features") is None and run.input_names:
+        # A user's table (dataset csv) without a features list takes every numeric column in the file's
+        # order: read the model's inputs by name, so a file whose columns moved or grew rebuilds the same inputs.
+        options["features"] = list(run.input_names)
     data_seed = run.record.get("data_seed")
     data_seed = data.data_seed if data_seed is None else int(data_seed)
     try:
@@ -150,6 +160,9 @@ def rebuild_dataset(run: TrainedRun):
             raise
         options.pop("data_dir")  # the folder may have moved: try KANX_DATA_DIR and the cache
         ds = load_dataset(data.name, data_seed=data_seed, **options)
+    if run.input_names and tuple(ds.input_names) != tuple(run.input_names):
+        raise ValueError(f"the rebuilt data's inputs ({', '.join(ds.input_names)}) are not the model's "
+                         f"({', '.join(run.input_names)})")
     refit = fit_scaling(ds, run.scaling.input_scaling, run.scaling.standardize_targets)
     for attr in ("x_shift", "x_scale", "y_shift", "y_scale"):
         if not torch.allclose(getattr(refit, attr), getattr(run.scaling, attr).to(torch.float64)):

@@ -43,6 +43,7 @@ from kanx.kan.network import GatedKAN
 from kanx.kan.spline import bspline_basis
 from kanx.kan.structure import dest_node, model_edge_roles, source_node, trained_inference_gates
 from kanx.symbolic_fit import COMPLEXITY, DEFAULT_PRIMITIVES, R2_FLOOR, SIMPLICITY, Fit, check_options, fit_curve
+from kanx.tables import by_name, is_frame
 
 N_SAMPLES = 201  # points per edge curve
 SIG_DIGITS = 4  # least significant digits of the printed expression
@@ -228,14 +229,15 @@ class Formula:
         return "\n".join(f"{n} = {p}" for n, p in zip(self.output_names, self.printed, strict=True))
 
     def lambdified(self, which: str = "simplified") -> Callable:
-        """f(x_raw (N, n_0)) -> (N, n_out) of the chosen expressions (or "printed")."""
+        """f(x_raw (N, n_0)) -> (N, n_out) of the chosen expressions (or "printed"); a pandas
+        DataFrame's columns are read by the input names (kanx.tables.by_name)."""
         exprs = {"expressions": self.expressions, "simplified": self.simplified}.get(which)
         if exprs is None:  # "printed": the same rounding (numeric edges keep their implementation)
             exprs = [round_floats(e, self.digits) for e in self.simplified]
         fns = [sp.lambdify(self.symbols, e, modules="numpy") for e in exprs]
 
         def call(x):
-            x = np.asarray(x, dtype=np.float64)
+            x = np.asarray(by_name(x, self.input_names, "formula"), dtype=np.float64)
             cols = [x[:, j] for j in range(x.shape[1])]
             return np.stack([np.broadcast_to(np.asarray(f(*cols), dtype=np.float64), (len(x),)) for f in fns], axis=1)
 
@@ -300,16 +302,27 @@ def _rmse(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
 
 
+def _names(given: Sequence[str], table, prefix: str, n: int) -> tuple:
+    """The names given, else a DataFrame's column names, else prefix0, prefix1, ..."""
+    if given:
+        return tuple(given)
+    return tuple(map(str, table.columns)) if is_frame(table) else tuple(f"{prefix}{j}" for j in range(n))
+
+
 @torch.no_grad()
 def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=None, input_names: Sequence[str] = (),
            output_names: Sequence[str] = (), estimator: str = "threshold", primitives: Sequence[str] = DEFAULT_PRIMITIVES,
            simplicity: float = SIMPLICITY, tolerance: float | None = None, n: int = N_SAMPLES, full_simplify: bool = False) -> Formula:
     """The formula of a single-member model. x_*/y_*: raw units (the scaling maps them as the
-    model saw them); y_train sets the tolerance's unit (std(y_train), else the target scale)."""
+    model saw them), positional or pandas DataFrames read by input_names and output_names (a
+    DataFrame x_train names the inputs when input_names is not given); y_train sets the
+    tolerance's unit (std(y_train), else the target scale)."""
     check_options(primitives, simplicity, tolerance)
     n0, n_out = model.width[0], model.n_out
-    input_names = tuple(input_names) or tuple(f"x{j}" for j in range(n0))
-    output_names = tuple(output_names) or tuple(f"y{p}" for p in range(n_out))
+    input_names = _names(input_names, x_train, "x", n0)
+    output_names = _names(output_names, y_train, "y", n_out)
+    x_train, x_test = (by_name(x, input_names, "export", "inputs") for x in (x_train, x_test))
+    y_train, y_test = (by_name(y, output_names, "export", "outputs") if is_frame(y) else y for y in (y_train, y_test))
     x_train = torch.as_tensor(np.asarray(x_train), dtype=torch.float64)
     xs_train = scaling.x(x_train)
     edges, exit_k = contributing_edges(model, xs_train, estimator, n)

@@ -18,6 +18,9 @@ from kanx.runner import run_jobs
 from kanx.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
+# The real data (Concrete, Superconductor): KANX_DATA_DIR when set and not empty (the Makefile exports it
+# empty without ../shared), else ../shared/data beside the checkout. Tests that need it skip without it.
+SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or ROOT.parent / "shared" / "data")
 # Toy sizes for CLI sweeps: small data, small batches, the eager basis (no compile start-up).
 TOY = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false"]
 

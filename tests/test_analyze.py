@@ -447,6 +447,7 @@ def text_outputs(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix in (".md", ".csv", ".tex")}
 
 
+@pytest.mark.committed
 def test_golden_report(tmp_path):
     args = [str(RECORDS), "--out", str(tmp_path), "--formats", "png"]
     assert main([*args, "--published", str(PUBLISHED), "--published-dataset", "concrete"]) == 0

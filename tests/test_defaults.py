@@ -199,6 +199,7 @@ def test_one_list_of_keys_left_out_of_the_hash_and_the_tag():
     assert tag == "train.epochs=3"  # the beta list, like the other keys that define no run, names no folder
 
 
+@pytest.mark.committed
 def test_committed_gated_records_are_what_their_commands_compose_now():
     """The hash of a committed record's config is what its command composes today (one sweep per
     dataset, the gated conditions in turn; test_faults_config checks Baseline and F): moving the

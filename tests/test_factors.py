@@ -264,6 +264,7 @@ def test_the_formula_export_leaves_out_a_closed_input_and_a_closed_node():
     assert edges and ("x", 0, 0) not in nodes and ("x", 1, 1) not in nodes and ("x", 0, 1) in nodes
 
 
+@pytest.mark.committed
 def test_the_distractors_option_leaves_the_data_hash_of_every_committed_record():
     from kanx.data import data_hash, load_dataset
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import TOY, cli, records, wait_for
+from helpers import SHARED_DATA, TOY, cli, records, wait_for
 
 import kanx
 
@@ -299,6 +299,7 @@ def test_generated_data_are_identified_by_generator_version_and_parameters(monke
     assert data_hash(load_dataset("nguyen_f1", data_seed=0)) != f1
 
 
+@pytest.mark.committed
 def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(tmp_path):
     """Records written before data hashes (results/paper/concrete) stay valid while the data
     file is the reference copy, and are refused when it is another copy."""
@@ -308,7 +309,7 @@ def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(
     from kanx.plan import sweep_jobs
     from kanx.records import write_record
 
-    shared = Path(__import__("os").environ.get("KANX_DATA_DIR", "/work/shared/data"))
+    shared = SHARED_DATA
     if not (shared / "concrete.csv").is_file():
         pytest.skip("no concrete.csv")
     own = tmp_path / "own"
@@ -446,6 +447,7 @@ def test_a_batch_larger_than_the_training_set_uses_the_effective_batch_in_mdl_ba
     assert pack.scale == complexity_scale("mdl_batch", 128, 128) != complexity_scale("mdl_batch", 128, 512)
 
 
+@pytest.mark.committed
 def test_committed_records_count_as_finished_without_their_weights():
     """A clone of main has the committed records but no model.pt (``*.pt`` is git-ignored):
     every committed run must still read as done, or make reproduce-tables would retrain it."""

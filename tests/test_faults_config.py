@@ -166,6 +166,7 @@ def test_every_shipped_dataset_condition_and_launcher_composes_to_known_keys():
         run_config_from(composed(f"+debug={preset}", "+condition=EFX", hydra=True))
 
 
+@pytest.mark.committed
 def test_committed_records_pass_the_checks_and_keep_their_config_hash():
     """The stricter checks accept every config that trained a committed record (one record per
     sweep folder), and their hashes are what the records say."""
@@ -206,6 +207,7 @@ def test_an_explicit_beta_on_a_condition_without_gates_is_refused_before_compute
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.committed
 def test_committed_baseline_and_f_records_are_what_their_default_commands_compose_now():
     """Baseline and F were swept at beta 0.0: composing their command without beta gives the
     committed config hash (one dataset each, alternating the condition)."""
@@ -239,6 +241,7 @@ def _table(path, rows: int = 200):
     return path
 
 
+@pytest.mark.committed
 def test_tags_that_fit_a_file_name_are_unchanged_and_longer_ones_are_cut_with_a_hash():
     from pathlib import Path
 

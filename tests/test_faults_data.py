@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import TOY, cli, train_run
+from helpers import SHARED_DATA, TOY, cli, train_run
 
 import kanx
 from kanx import formula, symbolic, symbolic_fit
@@ -24,7 +24,6 @@ from kanx.draw import command as draw_cli
 from kanx.errors import ConfigError, DataError
 from kanx.records import seal
 
-SHARED_DATA = Path(os.environ.get("KANX_DATA_DIR") or Path(__file__).parents[1].parent / "shared" / "data")
 TOY_TRAINING = ["train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY]
 # No test reads the user's KANX_DATA_DIR or cache, or touches the network (conftest.py).
 pytestmark = pytest.mark.usefixtures("offline")
@@ -237,3 +236,47 @@ def test_the_bounds_themselves_are_allowed(finished, tmp_path):
     symbolic_fit.check_options(["x"], 0.0, 0.0)  # 0 keeps every edge a spline: allowed, if slow on a big network
     assert formula.main([str(finished), "--simplicity", "0", "--primitives", "0,x", "--no-figure", "--out", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "formula.json").read_text())["settings"]["simplicity"] == 0
+
+
+# ------------------------------------------------------------------ 5. a user's table is read by column name
+def _shuffled_table(source: Path, path: Path, header: list[str], extra: bool = False) -> Path:
+    """source's rows with its columns in the order `header`, and with `extra` a column c after them."""
+    import pandas as pd
+
+    frame = pd.read_csv(source)[header]
+    if extra:
+        frame["c"] = np.linspace(-1, 1, len(frame))
+    frame.to_csv(path, index=False, float_format="%.6f")
+    return path
+
+
+@pytest.fixture(scope="module")
+def csv_run(tmp_path_factory) -> Path:
+    data = table(tmp_path_factory.mktemp("csv_run_data") / "t.csv", n=60)
+    run_dir = tmp_path_factory.mktemp("csv_run") / "t" / "E"
+    return train_run(run_dir, "dataset=csv", f"dataset.path={data}", "dataset.target=y", "model.width=[2,2,1]",
+                     "+condition=E", "beta=0.1", "device=cpu", "dataset.n_train=40", "dataset.n_test=20",
+                     "train.batch_size=20", "train.compile=false", *TOY_TRAINING[:3])
+
+
+def test_a_rebuilt_csv_reads_the_model_inputs_by_name(csv_run, tmp_path):
+    """A run on a CSV without a features list takes every numeric column in the file's order. Rebuilt
+    (kanx.evaluate, kanx.formula, kanx.draw) from a file whose columns moved, or that gained one, the
+    inputs are still the model's (a, b), by name; a file that lost one is refused naming it."""
+    from kanx.load import load_run, rebuild_dataset
+
+    run = load_run(csv_run)
+    original = rebuild_dataset(run)
+    assert original.input_names == ("a", "b")
+    data = Path(run.config["dataset"]["path"])
+    kept = shutil.copy(data, tmp_path / "kept.csv")
+    try:
+        for header, extra in ((["y", "b", "a"], False), (["b", "a", "y"], True)):
+            _shuffled_table(kept, data, header, extra)
+            again = rebuild_dataset(run)
+            assert again.input_names == ("a", "b") and torch.equal(again.x_train, original.x_train), header
+        _shuffled_table(kept, data, ["a", "y"])
+        with pytest.raises(DataError, match=r"no column 'b'"):
+            rebuild_dataset(run)
+    finally:
+        shutil.copy(kept, data)

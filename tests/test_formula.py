@@ -220,6 +220,32 @@ def test_raw_unit_mapping_of_symbolic_edges():
     assert np.abs(g.lambdified()(xr) - _network(model, other, xr)).max() < 1e-4
 
 
+def test_tables_are_read_by_column_name():
+    """A DataFrame, to export() or to a formula, is read by the input (and output) names: columns
+    (y, x) give the formula and the values of (x, y); a column missing or extra is refused."""
+    pd = pytest.importorskip("pandas")
+    model, truth = _fc_model()
+    f, x_test = _export(model, truth)
+    x_train = _raw_points(512, 0)
+
+    def frame(x, columns=("y", "x")):
+        return pd.DataFrame({c: x[:, "xy".index(c)] for c in columns})
+
+    z_train, z_test = (pd.DataFrame({"z": truth(x[:, 0], x[:, 1])}) for x in (x_train, x_test))
+    g = symbolic.export(model, SCALING, frame(x_train), z_train, frame(x_test), z_test, ("x", "y"), ("z",))
+    assert g.printed == f.printed and g.metrics == f.metrics
+    named = symbolic.export(model, SCALING, frame(x_train, "xy"), z_train)  # the frame names the inputs and outputs
+    assert named.input_names == ("x", "y") and named.output_names == ("z",) and named.printed == f.printed
+    for which in ("simplified", "printed"):
+        np.testing.assert_array_equal(f.lambdified(which)(frame(x_test)), f.lambdified(which)(x_test))
+    wrong = r"^formula: the DataFrame's columns \(y\) must be the run's inputs \(x, y\), in any order; missing x$"
+    with pytest.raises(ValueError, match=wrong):
+        f.lambdified()(frame(x_test, "y"))
+    wrong = r"^export: .* must be the run's outputs \(z\), in any order; missing z; extra t$"
+    with pytest.raises(ValueError, match=wrong):
+        symbolic.export(model, SCALING, x_train, z_train.rename(columns={"z": "t"}), output_names=("z",))
+
+
 def test_tolerance_keeps_a_poorly_fitted_edge_numeric():
     """An edge no primitive fits (a wiggle) stays numeric under a tolerance; the others stay
     symbolic, and the formula is then within the tolerance of the network."""

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, TOY
+from helpers import ROOT, SHARED_DATA, TOY
 
 README = ROOT / "README.md"
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh|console)\n(.*?)^```", re.S | re.M)
@@ -193,7 +193,7 @@ def needs_data(command: str) -> bool:
 def runnable(command: str) -> bool:
     if command in SKIP:
         return False
-    if needs_data(command) and not (Path(os.environ.get("KANX_DATA_DIR", ROOT.parent / "shared" / "data")) / "concrete.csv").is_file():
+    if needs_data(command) and not (SHARED_DATA / "concrete.csv").is_file():
         return False  # no Concrete data here (kanx would download it)
     return True
 

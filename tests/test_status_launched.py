@@ -112,6 +112,7 @@ def test_a_second_launch_adds_its_runs_and_the_same_launch_again_changes_nothing
     assert s.eta_s is None  # no step rate yet, but the protocol is known
 
 
+@pytest.mark.committed
 def test_a_damaged_manifest_is_ignored_and_a_results_root_without_manifests_reads_as_before(tmp_path):
     sweep = tmp_path / "concrete" / "E" / "default"
     sweep.mkdir(parents=True)

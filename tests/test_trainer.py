@@ -56,6 +56,7 @@ def test_packed_members_match_runs_trained_one_at_a_time():
             assert torch.allclose(a[m], b[0], rtol=1e-5, atol=1e-7), name
 
 
+@pytest.mark.bitwise
 @pytest.mark.parametrize("condition", ["Baseline", "F"])
 def test_a_lone_run_trains_bitwise_like_its_packed_self(condition):
     # A lone run (M = 1) must not take a different BLAS path (gemv) from the packed one.

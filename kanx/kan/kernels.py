@@ -245,11 +245,21 @@ def _grad_x_eager(h: torch.Tensor, j: torch.Tensor, dN: torch.Tensor, dsilu: tor
     return _grad_x(h, None, j, dN, dsilu, K)
 
 
+def _doubled(t: torch.Tensor) -> torch.Tensor:
+    """Two copies of a one-member t along the batch, laid out in memory as t is: a column-major
+    matrix (a transposed view) stays column-major, as a pack's operand is."""
+    if t.stride(-2) == 1 and t.stride(-1) != 1:
+        return torch.cat([t.mT, t.mT]).mT
+    return torch.cat([t, t])
+
+
 def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """torch.bmm, except that a lone matrix-vector product (one member, one column) is doubled:
-    it would take BLAS's gemv path, which rounds differently from the batched kernel a pack uses."""
+    it would take BLAS's gemv path, which rounds differently from the batched kernel a pack uses.
+    The copies keep the operands' layout: MKL's AVX2 kernels (MKL_ENABLE_INSTRUCTIONS=AVX2, an
+    AVX2 host) round a row-major copy of a column-major operand differently from the pack."""
     if a.shape[0] == 1 and b.shape[-1] == 1:
-        return torch.bmm(torch.cat([a, a]), torch.cat([b, b]))[:1]
+        return torch.bmm(_doubled(a), _doubled(b))[:1]
     return torch.bmm(a, b)
 
 
