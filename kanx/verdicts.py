@@ -7,10 +7,12 @@ another machine", gives the measurements behind the numbers below).
 - **within tolerance**: ``|recorded - recomputed| <= RTOL * (|recomputed| + scale)``, where scale
   is the standard deviation of the test targets. Another CPU's vector kernels (torch's
   ``ATEN_CPU_CAPABILITY``: AVX-512, AVX2, none), another summation order or another BLAS build
-  move a float32 network's predictions by a few ulps of the values it computes, of order
-  1e-7 * scale; an RMSE moves by no more than its predictions do (the triangle inequality:
-  |RMSE(p) - RMSE(p')| <= RMSE(p - p')), so relative to a small RMSE the move can be large
-  while it stays small against the targets' scale. RTOL leaves a margin of about 100 on that.
+  move a float32 network's predictions by a few ulps of the sums it computes; an RMSE moves by no
+  more than its predictions do (the triangle inequality: |RMSE(p) - RMSE(p')| <= RMSE(p - p')),
+  so relative to a small RMSE the move can be large while it stays small against the targets'
+  scale. Measured (scripts/studies/verdict_spread.py): up to 2e-8 of that on Nguyen, Ikeda and
+  Ecosystem, up to 2.7e-5 on Concrete, whose wide layers sum many large terms that cancel and
+  whose grids hold repeated knots at tied inputs; RTOL leaves a margin of about 4 there.
 - **consistent**: a rung of a dynamical system's rollout ladder whose rollouts amplify last-bit
   differences (Ikeda and Ecosystem are chaotic: a long rollout's RMSE is a noisy statistic of the
   last bits) is consistent when it lies within CONSISTENT_Z standard deviations of the RMSEs of
@@ -31,7 +33,7 @@ from typing import Any
 IDENTICAL, WITHIN, CONSISTENT, DIFFERS = "identical", "within tolerance", "consistent", "differs"
 VERDICTS = (IDENTICAL, WITHIN, CONSISTENT, DIFFERS)
 
-RTOL = 1e-5
+RTOL = 1e-4
 # How far (in standard deviations of the one-ulp ensemble) a chaotic rung may lie from the
 # ensemble's mean. Measured across CPU capabilities on the committed dynamical records
 # (scripts/studies/verdict_spread.py): docs/RECORDS.md.

@@ -4,14 +4,15 @@ kanx.evaluate calls a recorded metric "within tolerance" when it is within kanx.
 the value recomputed here, and a chaotic rollout rung "consistent" when it lies within
 CONSISTENT_Z standard deviations of the same rollouts started one float32 ulp apart. This script
 measures both on committed runs: it rescores each run natively and under other CPU capabilities
-(torch's ATEN_CPU_CAPABILITY, read at import, so one subprocess each), computes the one-ulp
+(torch's ATEN_CPU_CAPABILITY and MKL's MKL_ENABLE_INSTRUCTIONS, read at start, so one
+subprocess each), computes the one-ulp
 ensemble natively, and prints, per capability, the largest relative difference of the metrics
 that no rollout amplifies, and the distribution of |z| of every rollout metric against the
 ensemble (the recorded value counts as one more machine: it was scored on another CPU). A
 difference is measured as kanx.verdicts' tolerance measures it: against the value plus the
 standard deviation of the test targets.
 
-    python scripts/studies/verdict_spread.py results/paper/ikeda results/paper/ecosystem --per-dataset 20 --cache /tmp/scores.json
+    python scripts/studies/verdict_spread.py results/paper/ikeda results/paper/ecosystem --per-dataset 12 --cache /tmp/scores.json
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from pathlib import Path
 from kanx import records
 from kanx.verdicts import RTOL, exact_or_tolerance
 
-CAPABILITIES = ("default", "avx2")
+# Another CPU, as this one can play it: torch's own kernels (ATEN_CPU_CAPABILITY) and MKL's
+# (MKL_ENABLE_INSTRUCTIONS) capped alike, to the x86 baseline and to AVX2 (make test-portable's legs).
+CAPABILITIES = {"default+SSE4_2": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+                "avx2+AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}}
 
 
 def sample(roots: list[Path], per_dataset: int, seed: int) -> list[Path]:
@@ -51,6 +55,10 @@ def score_only(runs: list[str]) -> None:
 def flat(metrics: dict) -> dict:
     return {(f"{k}[{h}]" if isinstance(v, dict) else k): x for k, v in metrics.items()
             for h, x in (v.items() if isinstance(v, dict) else [(None, v)])}
+
+
+def root_of(run: str, roots: list[Path]) -> str:
+    return next(str(root) for root in roots if Path(run).is_relative_to(root))
 
 
 def quantile(ordered: list[float], q: float) -> str:
@@ -75,10 +83,10 @@ def main(argv=None) -> int:
         ap.error(f"no finished run with {records.MODEL} under {', '.join(map(str, a.roots))}")
     machines = {"recorded": {r: json.loads((Path(r) / records.RECORD).read_text())["metrics"] for r in runs}}
     cache = json.loads(a.cache.read_text()) if a.cache and a.cache.exists() else {}
-    for cap in CAPABILITIES:
+    for cap, variables in CAPABILITIES.items():
         todo = [r for r in runs if r not in cache.get(cap, {})]
         if todo:
-            env = {**os.environ, "ATEN_CPU_CAPABILITY": cap, "OMP_NUM_THREADS": "1"}
+            env = {**os.environ, **variables, "OMP_NUM_THREADS": "1"}
             out = subprocess.run([sys.executable, __file__, "--score-only", *todo], env=env, check=True, capture_output=True, text=True)
             cache.setdefault(cap, {}).update(json.loads(out.stdout))
         machines[cap] = cache[cap]
@@ -99,7 +107,8 @@ def main(argv=None) -> int:
         dataset = rebuild_dataset(loaded)
         with one_thread():
             draws = {m: {k: v.tolist() for k, v in ulp_ensemble(dataset, _predictor(loaded.model, loaded.scaling, loaded.gate_estimator),
-                                                                 every_step=every).items()} for m, every in methods.items()}
+                                                                 every_step=every).items()} if dataset.dynamical else {}
+                     for m, every in methods.items()}
         native = flat(native)
         for m in methods:
             for name, metrics in machines.items():
@@ -109,7 +118,7 @@ def main(argv=None) -> int:
                     plan = chaotic(label)
                     row = rows[(m, name)]
                     if plan is None:
-                        row["rel"].append(abs(value - native[label]) / (abs(native[label]) + scale))
+                        row["rel"].append((root_of(run, a.roots), abs(value - native[label]) / (abs(native[label]) + scale)))
                     elif exact_or_tolerance(value, native[label], scale) == "differs":
                         d = draws[m][plan]
                         sd = statistics.stdev(d)
@@ -122,8 +131,15 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|")
     for (m, name), row in rows.items():
         z = sorted(row["z"])
-        print(f"| {m} | {name} | {max(row['rel'], default=0.0):.2e} | {len(z)} | {quantile(z, 0.5)} | {quantile(z, 0.99)} | "
-              f"{quantile(z, 1.0)} |")
+        print(f"| {m} | {name} | {max((r for _, r in row['rel']), default=0.0):.2e} | {len(z)} | {quantile(z, 0.5)} | "
+              f"{quantile(z, 0.99)} | {quantile(z, 1.0)} |")
+    print("\nThe largest difference of an unamplified metric, relative to its value + the targets' sd, by root:\n")
+    others = [name for name in machines]
+    print("| root | " + " | ".join(others) + " |")
+    print("|---|" + "---|" * len(others))
+    for root in a.roots:
+        cells = [max((r for where, r in rows[(next(iter(methods)), name)]["rel"] if where == str(root)), default=0.0) for name in others]
+        print(f"| {root} | " + " | ".join(f"{c:.2e}" for c in cells) + " |")
     return 0
 
 
