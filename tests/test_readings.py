@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from kanx.analyze.__main__ import main
 from kanx.analyze.published import paper_published
-from kanx.analyze.readings import hidden_losses, paper_readings
+from kanx.analyze.readings import READINGS_FILE, hidden_losses, paper_readings
+from kanx.analyze.settle import DATASETS, readings_csv, seeds_text, settle_ladders, settle_records
 from kanx.records import seal
 
 LADDER = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "paper"
 
 
 def write_dynamical(root, condition: str, beta, seed: int, short: float, long: float, edges: int = 48) -> None:
@@ -38,10 +41,52 @@ def ikeda_root(tmp_path):
     return root
 
 
-def test_the_paper_reading_is_settled_per_dataset_and_names_datasets_with_published_tables():
-    readings = paper_readings()
-    assert readings == {"ikeda": 200, "ecosystem": 500}
-    assert all(paper_published(d) is not None for d in readings)
+@pytest.fixture(scope="module")
+def committed():
+    """The committed records' settling (record.json of the Baseline and F runs only)."""
+    return [settle_records(RESULTS, d) for d in DATASETS]
+
+
+def test_the_paper_reading_is_what_the_committed_records_settle_on(committed):
+    assert paper_readings() == {s.dataset: s.horizon for s in committed}, (
+        "kanx/analyze/paper/readings.csv is stale: run python scripts/studies/settle_rollout.py results/paper --write")
+    assert [s.seeds for s in committed] == [{"Baseline": list(range(10)), "F": list(range(10))}] * 2
+    assert all(paper_published(d) is not None for d in paper_readings())
+
+
+def test_readings_csv_is_the_settling_script_output_with_its_seeds(committed):
+    assert READINGS_FILE.read_text() == readings_csv(committed), (
+        "kanx/analyze/paper/readings.csv is not what the committed records give: run "
+        "python scripts/studies/settle_rollout.py results/paper --write")
+    assert pd.read_csv(READINGS_FILE)["seeds"].tolist() == ["0-9", "0-9"]
+
+
+def ladders(values: dict[str, float], seeds=range(3)) -> dict[int, dict[str, float]]:
+    return {s: dict(values) for s in seeds}
+
+
+def test_settling_prefers_rows_in_range_then_the_smaller_distance():
+    # Ikeda's published Baseline 0.8622 [0.8365, 0.8799], F 0.8663 [0.8567, 0.8789].
+    rows = {"Baseline": ladders({"100": 0.8622, "200": 0.8400, "whole": 0.8700}),
+            "F": ladders({"100": 0.9000, "200": 0.8600, "whole": 0.8663})}
+    settled = settle_ladders("ikeda", rows)
+    assert [s.rows_in for s in settled.scores] == [1, 2, 2]
+    assert settled.rung == "whole" and settled.horizon == "whole"  # both in range at 200 and whole; whole is closer
+    rows["F"] = ladders({"100": 0.9000, "200": 0.8600, "whole": 0.9000})
+    assert settle_ladders("ikeda", rows).horizon == 200  # whole loses F's range
+    assert seeds_text(settle_ladders("ikeda", {"Baseline": ladders({"1": 1.0}, [0, 1, 2, 5]), "F": ladders({"1": 1.0})})) == (
+        "Baseline 0-2 5; F 0-2")
+
+
+def test_settling_refuses_a_seed_recorded_twice_and_a_row_without_ladders(tmp_path):
+    for sweep in ("a", "b"):
+        write_dynamical(tmp_path / sweep, "Baseline", None, 0, short=0.1, long=0.86)
+        (tmp_path / "all" / "ikeda" / "Baseline" / sweep).mkdir(parents=True)
+        (tmp_path / sweep / "ikeda" / "Baseline" / "beta=None,seed=0").rename(tmp_path / "all" / "ikeda" / "Baseline" / sweep / "s0")
+    with pytest.raises(ValueError, match="seed 0 is recorded twice"):
+        settle_records(tmp_path / "all", "ikeda")
+    with pytest.raises(ValueError, match="no F record with the rollout ladder"):
+        settle_ladders("ikeda", {"Baseline": ladders({"1": 1.0}), "F": {}})
 
 
 def test_the_tables_read_the_paper_rung_by_default_and_the_trained_horizon_on_request(ikeda_root, tmp_path):
