@@ -251,9 +251,10 @@ def test_overlapping_rollouts_start_from_every_state_that_allows_the_horizon():
     windows = overlapping_rollout_rmse(drifting, x, y, rungs)
     assert list(windows) == [1, 2, 5, 10, 20, 50, 100, 200, 300]
     for h in rungs:  # one shared free run, read at each horizon, is every window's own rollout
-        assert windows[h].item() == pytest.approx(rollout_rmse(drifting, x, y, h, range(ds.n_test - h + 1)).item(), rel=1e-12)
+        each = rollout_rmse(drifting, x, y, h, range(ds.n_test - h + 1))
+        assert windows[h].item() == pytest.approx(each.item(), rel=1e-12)
     (ladder,) = [m["rollout_rmse"] for m in evaluate_members([ds], drifting)]
-    assert windows[1].item() == pytest.approx(ladder["1"], rel=1e-12)  # one step: tiling and windows are the same states
+    assert windows[1].item() == pytest.approx(ladder["1"], rel=1e-12)  # one step: the same states either way
     assert windows[300].item() == pytest.approx(ladder["300"], rel=1e-12)  # the whole segment has one window
     assert windows[20].item() != pytest.approx(ladder["20"], rel=1e-3)  # 281 windows, not the 15 that tile
     with pytest.raises(ValueError, match="from 1 to n_test=300"):
