@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -44,7 +46,8 @@ def test_each_member_of_a_batch_of_draws_reads_its_own_ladder(spread):
     assert list(tiling) == list(windows) == ["1", "2", "5", "10", "20", "50", "100", "whole"]
     for member in range(2):
         alone = spread.tiling_ladder(truth, x[member:member + 1], y[:1], "ikeda")
-        assert {r: float(v[member]) for r, v in tiling.items()} == pytest.approx({r: float(v[0]) for r, v in alone.items()})
+        expected = {r: float(v[0]) for r, v in alone.items()}
+        assert {r: float(v[member]) for r, v in tiling.items()} == pytest.approx(expected)
     assert torch.equal(windows["whole"], tiling["whole"])  # the whole segment is one window
 
 
@@ -70,7 +73,8 @@ def test_spreads_are_ranges_of_the_seed_median_and_the_verdict_follows_the_rule(
     table = spread.summary(raw).set_index(["condition", "estimator", "rung"])
     row = table.loc[("Baseline", "tiling", "200")]
     assert row["seeds"] == "0-2" and row["native_median"] == pytest.approx(0.8650)
-    assert row["ulp_spread"] == pytest.approx(0.0100) and row["cpu_spread"] == pytest.approx(0.0078)  # record counts as a CPU
+    assert row["ulp_spread"] == pytest.approx(0.0100)
+    assert row["cpu_spread"] == pytest.approx(0.0078)  # the record counts as a CPU
     assert row["spread"] == pytest.approx(0.0150)
     assert table.loc[("F", "windows", "200"), "spread"] == pytest.approx(0.0002)
     settled = spread.settlings(raw)
@@ -80,3 +84,13 @@ def test_spreads_are_ranges_of_the_seed_median_and_the_verdict_follows_the_rule(
     text = spread.spread_markdown(raw)
     assert "### ikeda, tiling" in text and "| Baseline | 200 | 0.8650 | 0.8550 | 0.8550 | 0.8700 | 0.8622 |" in text
     assert np.isfinite(table["spread"]).all()
+
+
+def test_a_capability_worker_contributes_its_native_values_only(spread, monkeypatch):
+    """The worker measures like the main pass (the record's values among its rows); only its own
+    scoring may count as that CPU's, or each seed's median would mix in the record."""
+    rows = [{"seed": 0, "estimator": "tiling", "rung": "200", "perturbation": p, "value": v}
+            for p, v in (("record", 0.86), ("native", 0.87))]
+    worker = json.dumps({"capability": "DEFAULT", "rows": rows})
+    monkeypatch.setattr(spread.subprocess, "run", lambda *a, **k: SimpleNamespace(stdout=worker))
+    assert spread.under_capability(Path("results/paper"), "default") == [{**rows[1], "perturbation": "cpu default"}]

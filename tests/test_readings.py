@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from kanx.analyze import readings
 from kanx.analyze.__main__ import main
 from kanx.analyze.published import paper_published
 from kanx.analyze.readings import READINGS_FILE, hidden_losses, paper_readings
@@ -74,17 +75,17 @@ def test_settling_prefers_rows_in_range_then_the_smaller_distance():
     assert settled.rung == "whole" and settled.horizon == "whole"  # both in range at 200 and whole; whole is closer
     rows["F"] = ladders({"100": 0.9000, "200": 0.8600, "whole": 0.9000})
     assert settle_ladders("ikeda", rows).horizon == 200  # whole loses F's range
-    assert seeds_text(settle_ladders("ikeda", {"Baseline": ladders({"1": 1.0}, [0, 1, 2, 5]), "F": ladders({"1": 1.0})})) == (
-        "Baseline 0-2 5; F 0-2")
+    uneven = {"Baseline": ladders({"1": 1.0}, [0, 1, 2, 5]), "F": ladders({"1": 1.0})}
+    assert seeds_text(settle_ladders("ikeda", uneven)) == "Baseline 0-2 5; F 0-2"
 
 
 def test_settling_refuses_a_seed_recorded_twice_and_a_row_without_ladders(tmp_path):
-    for sweep in ("a", "b"):
+    for sweep in ("a", "b"):  # two sweep folders of one root, each with seed 0
         write_dynamical(tmp_path / sweep, "Baseline", None, 0, short=0.1, long=0.86)
-        (tmp_path / "all" / "ikeda" / "Baseline" / sweep).mkdir(parents=True)
-        (tmp_path / sweep / "ikeda" / "Baseline" / "beta=None,seed=0").rename(tmp_path / "all" / "ikeda" / "Baseline" / sweep / "s0")
+        (tmp_path / "root" / "ikeda" / "Baseline").mkdir(parents=True, exist_ok=True)
+        (tmp_path / sweep / "ikeda" / "Baseline").rename(tmp_path / "root" / "ikeda" / "Baseline" / sweep)
     with pytest.raises(ValueError, match="seed 0 is recorded twice"):
-        settle_records(tmp_path / "all", "ikeda")
+        settle_records(tmp_path / "root", "ikeda")
     with pytest.raises(ValueError, match="no F record with the rollout ladder"):
         settle_ladders("ikeda", {"Baseline": ladders({"1": 1.0}), "F": {}})
 
@@ -128,3 +129,42 @@ def test_hidden_losses_are_worse_short_and_level_long():
     rows = pd.DataFrame({"panel": ["ikeda"] * 3, "condition": ["E", "EF", "X"], "beta": [0.01] * 3,
                          "mean_short": [-0.3, -0.3, -0.05], "mean_paper": [0.01, -0.2, 0.0]})
     assert hidden_losses(rows)["condition"].tolist() == ["E"]  # EF's loss shows at the paper's reading too; X loses too little
+
+
+def write_spreads(path, rows) -> None:
+    columns = ["dataset", "condition", "seeds", "estimator", "rung", "native_median", "ulp_spread", "cpu_spread",
+               "spread"]
+    table = pd.DataFrame(rows, columns=columns)
+    table.to_csv(path, index=False)
+
+
+def test_the_paper_tables_say_how_far_the_reading_moves_across_cpus(ikeda_root, tmp_path, monkeypatch):
+    spreads = tmp_path / "reading_spread.csv"
+    write_spreads(spreads, [("ikeda", "Baseline", "0-9", "tiling", "200", 0.86, 0.010, 0.012, 0.012),
+                            ("ikeda", "F", "0-9", "tiling", "200", 0.86, 0.004, 0.002, 0.0041),
+                            ("ikeda", "Baseline", "0-9", "windows", "200", 0.86, 0.001, 0.001, 0.001),
+                            ("ikeda", "Baseline", "0-9", "tiling", "500", 0.88, 0.02, 0.02, 0.02)])
+    monkeypatch.setattr(readings, "SPREAD_FILE", spreads)
+    assert main([str(ikeda_root), "--out", str(tmp_path / "paper"), "--formats", "png"]) == 0
+    report = (tmp_path / "paper" / "report.md").read_text()
+    said = "seed-median moves with the last bits of the arithmetic by Baseline ±0.006, F ±0.002 (measured on"
+    absolute = report.split("## Absolute results", 1)[1].split("\n## ", 1)[0]
+    beside = report.split("### Ikeda beside the paper", 1)[1].split("\n### ", 1)[0]
+    assert said in absolute and said in beside and "(rollouts of 200 steps)" in absolute
+    assert said in (tmp_path / "paper" / "tables" / "absolute_ikeda.md").read_text()
+    # Read at a rung without a measured spread, or without the file, the tables say nothing of it.
+    assert main([str(ikeda_root), "--out", str(tmp_path / "ten"), "--formats", "png", "--rollout-horizon", "10"]) == 0
+    assert "Across CPUs" not in (tmp_path / "ten" / "report.md").read_text()
+    monkeypatch.setattr(readings, "SPREAD_FILE", tmp_path / "absent.csv")
+    assert main([str(ikeda_root), "--out", str(tmp_path / "none"), "--formats", "png"]) == 0
+    assert "Across CPUs" not in (tmp_path / "none" / "report.md").read_text()
+
+
+def test_the_committed_spread_covers_the_paper_reading_of_both_rows():
+    spreads = readings.reading_spreads()
+    assert spreads is not None, f"{readings.SPREAD_FILE} is missing: python scripts/studies/reading_spread.py --write"
+    for dataset, horizon in paper_readings().items():
+        rows = spreads[(spreads["dataset"] == dataset) & (spreads["estimator"] == "tiling")]
+        rows = rows[rows["rung"] == str(horizon)]
+        assert sorted(rows["condition"]) == ["Baseline", "F"] and (rows["spread"] >= 0).all(), (dataset, horizon)
+        assert set(rows["seeds"]) == {"0-9"}

@@ -86,11 +86,9 @@ def spread_note(dataset: str, horizon) -> str | None:
     if not mine.any():
         return None
     each = ", ".join(f"{r.condition} {_plus_minus(r.spread / 2)}" for r in spreads[mine].itertuples())
-    return (f"Across CPUs: the multi-step RMSE here ({horizon_label(horizon)}) is a statistic of chaotic rollouts, "
-            f"and its seed-median moves with the last bits of the arithmetic: {each} (half the range of the committed "
-            "runs' seed-median over start states one float32 ulp apart, torch's default and AVX2 kernels and the "
-            "records' own machine; docs/CALIBRATION.md, \"The reading's spread across machines\"). Digits below that "
-            "are the CPU's.")
+    return (f"Across CPUs: this RMSE ({horizon_label(horizon)}) comes from chaotic rollouts, and its seed-median moves "
+            f"with the last bits of the arithmetic by {each} (measured on the committed runs: docs/CALIBRATION.md, "
+            "\"The reading's spread across machines\"); digits below that are the CPU's, not the model's.")
 
 
 def horizon_label(horizon) -> str:

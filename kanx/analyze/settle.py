@@ -149,17 +149,18 @@ def seeds_text(settled: Settled) -> str:
 def settled_markdown(settled: Settled) -> str:
     """The evidence of one dataset: a row per rung, and the verdict."""
     d = settled.decimals
+    columns = " | ".join(f"{row} median | {row} published | in range" for row in ROWS)
     lines = [f"### {settled.dataset}: Baseline and F (beta 0), seeds {seeds_text(settled)}", "",
-             "| rung (steps) | " + " | ".join(f"{row} median | {row} published | in range" for row in ROWS) + " | sum abs log10 ratio |",
-             "|---|" + "---|---|---|" * len(ROWS) + "---|"]
+             f"| rung (steps) | {columns} | sum abs log10 ratio |", "|---|" + "---|---|---|" * len(ROWS) + "---|"]
     for s in settled.scores:
         cells = []
         for row in ROWS:
             median, low, high = settled.published[row]
-            cells.append(f"{s.medians[row]:.{d}f} | {median:.{d}f} [{low:.{d}f}, {high:.{d}f}] | {'yes' if s.inside[row] else 'no'}")
+            verdict = "yes" if s.inside[row] else "no"
+            cells.append(f"{s.medians[row]:.{d}f} | {median:.{d}f} [{low:.{d}f}, {high:.{d}f}] | {verdict}")
         lines.append(f"| {s.rung} | " + " | ".join(cells) + f" | {s.distance:.3f} |")
-    lines += ["", f"{settled.dataset}: the paper's reading is the rung **{settled.rung}** ({settled.best.rows_in} of {len(ROWS)} "
-                  "rows in range there)"]
+    lines += ["", f"{settled.dataset}: the paper's reading is the rung **{settled.rung}** "
+                  f"({settled.best.rows_in} of {len(ROWS)} rows in range there)"]
     return "\n".join(lines)
 
 

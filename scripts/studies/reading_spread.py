@@ -24,7 +24,8 @@ Prints markdown: per dataset and estimator, each condition's seed-median at ever
 each perturbation and the spreads (max - min of the seed-median over the ulp draws and native;
 over the CPUs; over all). --write puts the summary in kanx/analyze/paper/reading_spread.csv, which
 the report prints beside the paper reading's RMSE; --raw keeps the per-run values in a JSON file
-and reuses it when it exists (tables again without rescoring). One core; about 15 minutes.
+and reuses it when it exists (tables again without rescoring). One core: 21 CPU minutes for the
+40 runs with 8 draws (50 minutes of wall time on a shared 2-core machine).
 
     python scripts/studies/reading_spread.py [RESULTS] [--draws 8] [--raw FILE.json] [--write]
 """
@@ -144,7 +145,8 @@ def under_capability(results: Path, capability: str) -> list[dict]:
     command = [sys.executable, __file__, str(results), "--worker"]
     out = subprocess.run(command, env=env, check=True, stdout=subprocess.PIPE, text=True)
     worker = json.loads(out.stdout)
-    return [{**row, "perturbation": f"cpu {worker['capability'].lower()}"} for row in worker["rows"]]
+    name = f"cpu {worker['capability'].lower()}"
+    return [{**row, "perturbation": name} for row in worker["rows"] if row["perturbation"] == NATIVE]
 
 
 def capabilities_below_native() -> list[str]:
