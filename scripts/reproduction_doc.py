@@ -165,7 +165,7 @@ def families_part(results: Path) -> list[str]:
         table = analysis / "tables" / f"{name}.md"
         if table.exists():
             lines += [f"## {title}", "", "All five families, from the records under "
-                      f"`{results}`; the Ikeda and Ecosystem RMSE is the paper's reading ({paper_reading_text()}, "
+                      f"`{results}`; the Ikeda and Ecosystem RMSE is the paper's reading ({paper_reading_text()}; "
                       "settled on the Baseline and F rows: docs/CALIBRATION.md); records without that rung are left out.", "",
                       table.read_text(), ""]
     short = analysis / "tables" / "short" / "hypervolume.md"

@@ -168,3 +168,11 @@ def test_the_committed_spread_covers_the_paper_reading_of_both_rows():
         rows = rows[rows["rung"] == str(horizon)]
         assert sorted(rows["condition"]) == ["Baseline", "F"] and (rows["spread"] >= 0).all(), (dataset, horizon)
         assert set(rows["seeds"]) == {"0-9"}
+
+
+def test_the_records_note_names_each_datasets_reading_once():
+    from kanx.analyze.report import _rollout_note
+
+    line, _ = _rollout_note({"ikeda": 200, "ecosystem": "whole"}, ["ikeda", "ecosystem"])
+    assert ("Ikeda at rollouts of 200 steps tiling the test segment; Ecosystem at one rollout over the whole test segment, "
+            "from each record's rollout curve") in line

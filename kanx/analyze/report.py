@@ -124,6 +124,10 @@ def _figure_lines(stem: str, alt: str, formats: Sequence[str], numbers: str) -> 
     return [*lines, f"{figure}Numbers: {numbers}", ""]
 
 
+def _reading_text(horizon) -> str:
+    return horizon_label(horizon) + ("" if horizon == "whole" else " tiling the test segment")
+
+
 def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
     if horizon is None:
         return []
@@ -131,13 +135,13 @@ def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
         shown = [d for d in datasets if d in horizon]
         if not shown:
             return []
-        each = "; ".join(f"{group_label(d)} at {horizon_label(horizon[d])}" for d in shown)
+        each = "; ".join(f"{group_label(d)} at {_reading_text(horizon[d])}" for d in shown)
         return [f"Multi-step test RMSE of the dynamical systems at the paper's reading (the default, `--rollout-horizon paper`): "
-                f"{each} tiling the test segment, from each record's rollout curve (settled on the Baseline and F rows, "
+                f"{each}, from each record's rollout curve (settled on the Baseline and F rows, "
                 "docs/CALIBRATION.md); a record without that reading is skipped. kanx's own reading, the horizon each run was "
                 "trained with, has its own section at the end.", ""]
-    reading = horizon_label(horizon) + ("" if horizon == "whole" else " tiling the test segment")
-    return [f"Multi-step test RMSE of the dynamical systems read at {reading} (`--rollout-horizon {horizon}`), "
+    return [f"Multi-step test RMSE of the dynamical systems read at {_reading_text(horizon)} "
+            f"(`--rollout-horizon {horizon}`), "
             "from each record's rollout curve; a record without that reading is skipped.", ""]
 
 
