@@ -25,7 +25,8 @@ from omegaconf import OmegaConf
 
 from kanx.analyze import load_runs
 from kanx.analyze.aggregate import ungated_structure_check
-from kanx.analyze.labels import GATED, UNGATED
+from kanx.analyze.labels import GATED, UNGATED, group_label
+from kanx.analyze.readings import horizon_label, paper_readings
 from kanx.confdir import conf_dir
 from kanx.config import ADDED_LATER
 from kanx.vocab import CONDITIONS, NGUYEN_PROBLEMS, PAPER_DATASETS
@@ -112,6 +113,11 @@ def progress_table(runs: pd.DataFrame, datasets) -> str:
     return pd.DataFrame(rows).to_markdown(index=False)
 
 
+def paper_reading_text() -> str:
+    """The paper's reading of each dynamical system, from kanx/analyze/paper/readings.csv."""
+    return "; ".join(f"{group_label(d)}: {horizon_label(h)}" for d, h in paper_readings().items())
+
+
 def families_part(results: Path) -> list[str]:
     """The four families beyond Concrete (issue #17): what has run at full protocol under
     ``results``, and the analysis of it (tables and figures under RESULTS/analysis)."""
@@ -159,7 +165,7 @@ def families_part(results: Path) -> list[str]:
         table = analysis / "tables" / f"{name}.md"
         if table.exists():
             lines += [f"## {title}", "", "All five families, from the records under "
-                      f"`{results}`; the Ikeda and Ecosystem RMSE is the paper's reading (rollouts of 200 and 500 steps, "
+                      f"`{results}`; the Ikeda and Ecosystem RMSE is the paper's reading ({paper_reading_text()}; "
                       "settled on the Baseline and F rows: docs/CALIBRATION.md); records without that rung are left out.", "",
                       table.read_text(), ""]
     short = analysis / "tables" / "short" / "hypervolume.md"

@@ -240,6 +240,27 @@ def test_the_rollout_ladder_holds_every_rung_and_agrees_with_the_plans_it_contai
     assert ladder[str(ds.n_test)] == pytest.approx(evaluate_members([whole], mean_predictor([whole]))[0]["test_rmse"], rel=1e-12)
 
 
+def test_overlapping_rollouts_start_from_every_state_that_allows_the_horizon():
+    from kanx.data.metrics import overlapping_rollout_rmse, rollout_rmse, rollout_rungs
+
+    ds = load("ikeda", n_test=300)
+    truth = true_map("ikeda")
+    drifting = lambda x: truth(x) * 1.0001  # noqa: E731  (errors that grow along a rollout)
+    x, y = ds.x_test[None], ds.y_test[None]
+    rungs = rollout_rungs(ds.n_test)
+    windows = overlapping_rollout_rmse(drifting, x, y, rungs)
+    assert list(windows) == [1, 2, 5, 10, 20, 50, 100, 200, 300]
+    for h in rungs:  # one shared free run, read at each horizon, is every window's own rollout
+        each = rollout_rmse(drifting, x, y, h, range(ds.n_test - h + 1))
+        assert windows[h].item() == pytest.approx(each.item(), rel=1e-12)
+    (ladder,) = [m["rollout_rmse"] for m in evaluate_members([ds], drifting)]
+    assert windows[1].item() == pytest.approx(ladder["1"], rel=1e-12)  # one step: the same states either way
+    assert windows[300].item() == pytest.approx(ladder["300"], rel=1e-12)  # the whole segment has one window
+    assert windows[20].item() != pytest.approx(ladder["20"], rel=1e-3)  # 281 windows, not the 15 that tile
+    with pytest.raises(ValueError, match="from 1 to n_test=300"):
+        overlapping_rollout_rmse(drifting, x, y, [0, 10])
+
+
 def test_ikeda_rollout_from_a_nearby_state_saturates_at_the_attractor_spread():
     ds = load("ikeda")
     x_test = ds.x_test.clone()

@@ -12,6 +12,11 @@ kanx records the error over rollouts of 1, 2, 5, ..., 500 steps and the whole te
   free-run saturation. Long rollouts of a chaotic map saturate near sqrt(2 var) whatever the
   model, so the paper's reading hides accuracy that a condition loses; this reading shows it.
   `short_reading_section` sets it beside the paper's in the report.
+
+Either reading of a long rollout is a statistic of chaotic trajectories, so its last digits
+depend on the CPU's arithmetic: `spread_note` says, under the paper's tables, how far the
+Baseline's and F's seed-medians move across machines (package data ``paper/reading_spread.csv``,
+measured by scripts/studies/reading_spread.py).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .labels import GATED, family_label, group_label, sort_datasets, sort_famili
 from .tables import CSV_FLOAT, absolute_caption, absolute_csv, absolute_markdown, absolute_table, format_beta, markdown_table
 
 READINGS_FILE = Path(__file__).with_name("paper") / "readings.csv"
+SPREAD_FILE = Path(__file__).with_name("paper") / "reading_spread.csv"  # scripts/studies/reading_spread.py --write
 
 # A condition "loses accuracy the paper's number cannot show" when its mean log10 RMSE ratio to
 # the Baseline is below -LOSS at kanx's reading (RMSE at least 26% above the Baseline's) while at
@@ -49,6 +55,40 @@ def paper_readings() -> dict[str, int | str]:
     read, as settled on the Baseline and F rows (``paper/readings.csv``)."""
     table = pd.read_csv(READINGS_FILE, dtype={"rollout_horizon": str})
     return {str(d): (h if h == "whole" else int(h)) for d, h in zip(table["dataset"], table["rollout_horizon"], strict=True)}
+
+
+def reading_spreads() -> pd.DataFrame | None:
+    """The measured spread of the dynamical readings across machines (``paper/reading_spread.csv``,
+    scripts/studies/reading_spread.py): per dataset, condition (Baseline, F), estimator and rung,
+    the native seed-median and the range of the seed-median under last-bit perturbations. None
+    without the file."""
+    if not SPREAD_FILE.is_file():
+        return None
+    return pd.read_csv(SPREAD_FILE, dtype={"rung": str, "seeds": str})
+
+
+def _plus_minus(half: float) -> str:
+    """±half to one significant digit, or "±<0.0001" below the tables' fourth decimal."""
+    if half < 0.00005:
+        return "±<0.0001"
+    rounded = float(f"{half:.1g}")
+    return f"±{rounded:.{max(0, -math.floor(math.log10(rounded)))}f}"
+
+
+def spread_note(dataset: str, horizon) -> str | None:
+    """A sentence for a table of ``dataset``'s RMSE read at ``horizon`` (steps or "whole"): how far
+    the Baseline's and F's seed-medians move across machines (half the measured range, tiling
+    estimator), so a reader knows which digits are the CPU's. None where nothing was measured."""
+    spreads = reading_spreads()
+    if spreads is None or horizon is None:
+        return None
+    mine = (spreads["dataset"] == dataset) & (spreads["estimator"] == "tiling") & (spreads["rung"] == str(horizon))
+    if not mine.any():
+        return None
+    each = ", ".join(f"{r.condition} {_plus_minus(r.spread / 2)}" for r in spreads[mine].itertuples())
+    return (f"Across CPUs: this RMSE ({horizon_label(horizon)}) comes from chaotic rollouts, and its seed-median moves "
+            f"with the last bits of the arithmetic by {each} (measured on the committed runs: docs/CALIBRATION.md, "
+            "\"The reading's spread across machines\"); digits below that are the CPU's, not the model's.")
 
 
 def horizon_label(horizon) -> str:

@@ -26,7 +26,7 @@ from .labels import (
     sort_datasets,
     sort_families,
 )
-from .readings import horizon_label, short_reading_section
+from .readings import horizon_label, short_reading_section, spread_note
 from .tables import (
     CSV_FLOAT,
     absolute_caption,
@@ -124,6 +124,10 @@ def _figure_lines(stem: str, alt: str, formats: Sequence[str], numbers: str) -> 
     return [*lines, f"{figure}Numbers: {numbers}", ""]
 
 
+def _reading_text(horizon) -> str:
+    return horizon_label(horizon) + ("" if horizon == "whole" else " tiling the test segment")
+
+
 def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
     if horizon is None:
         return []
@@ -131,14 +135,21 @@ def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
         shown = [d for d in datasets if d in horizon]
         if not shown:
             return []
-        each = "; ".join(f"{group_label(d)} at {horizon_label(horizon[d])}" for d in shown)
+        each = "; ".join(f"{group_label(d)} at {_reading_text(horizon[d])}" for d in shown)
         return [f"Multi-step test RMSE of the dynamical systems at the paper's reading (the default, `--rollout-horizon paper`): "
-                f"{each} tiling the test segment, from each record's rollout curve (settled on the Baseline and F rows, "
+                f"{each}, from each record's rollout curve (settled on the Baseline and F rows, "
                 "docs/CALIBRATION.md); a record without that reading is skipped. kanx's own reading, the horizon each run was "
                 "trained with, has its own section at the end.", ""]
-    reading = horizon_label(horizon) + ("" if horizon == "whole" else " tiling the test segment")
-    return [f"Multi-step test RMSE of the dynamical systems read at {reading} (`--rollout-horizon {horizon}`), "
+    return [f"Multi-step test RMSE of the dynamical systems read at {_reading_text(horizon)} "
+            f"(`--rollout-horizon {horizon}`), "
             "from each record's rollout curve; a record without that reading is skipped.", ""]
+
+
+def _spread_notes(horizon, datasets: Sequence[str]) -> dict[str, str]:
+    """Dataset -> the sentence on its reading's spread across CPUs (kanx.analyze.readings.spread_note),
+    for the dynamical datasets read at a rung whose spread was measured."""
+    notes = {d: spread_note(d, horizon.get(d) if isinstance(horizon, Mapping) else horizon) for d in datasets}
+    return {d: note for d, note in notes.items() if note}
 
 
 def _run_summary(runs: pd.DataFrame) -> str:
@@ -179,9 +190,10 @@ def _paper_section(
     user_hv_source: str,
     hv_tol: float,
     art: Artifacts,
+    notes: Mapping[str, str],
 ) -> list[str]:
     """Fidelity summary, the HV table beside the paper's, and a comparison table per dataset
-    that has published values."""
+    that has published values (under it the dataset's spread note, if any)."""
     datasets = [d for d in sort_datasets(medians["dataset"]) if d in published]
     if not datasets:
         return []
@@ -212,6 +224,7 @@ def _paper_section(
         art.texts[f"{stem}.csv"] = pub.comparison_csv(cmp)
         lines += [f"### {group_label(dataset)} beside the paper", "",
                   f"Published values: {sources[dataset]}; Δ = reproduced − published.", "",
+                  *([notes[dataset], ""] if dataset in notes else []),
                   art.texts[f"{stem}.md"], _links(stem, ("md", "csv")), ""]
         if dataset in user_hv:
             mine = hv_detail[hv_detail["dataset"] == dataset]
@@ -280,6 +293,7 @@ def build_artifacts(
     superseded = [p for p in runs.loc[runs["superseded"], "path"] if p not in other_config]
     counted = int((~runs["superseded"]).sum())
     others = not medians["condition"].isin(CONDITIONS).all()  # records of other factor sets than the paper's eight
+    notes = _spread_notes(runs.attrs.get("rollout_horizon"), datasets)
 
     art.texts["tables/runs.csv"] = runs.to_csv(index=False, lineterminator="\n")
     art.texts["tables/seed_medians.csv"] = medians.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
@@ -429,7 +443,8 @@ def build_artifacts(
         table = absolute_table(medians, dataset)
         stem = f"tables/absolute_{dataset}"
         caption, markdown = absolute_caption(table, dataset), absolute_markdown(table)
-        art.texts[f"{stem}.md"] = f"{caption}\n\n{markdown}"
+        note = [notes[dataset], ""] if dataset in notes else []
+        art.texts[f"{stem}.md"] = "\n\n".join([caption, *note[:1], markdown])
         art.texts[f"{stem}.tex"] = absolute_latex(table, dataset)
         art.texts[f"{stem}.csv"] = absolute_csv(table)
         lines += [
@@ -437,6 +452,7 @@ def build_artifacts(
             "",
             caption,
             "",
+            *note,
             "Runs per cell (usable/total):",
             "",
             cell_counts_markdown(medians, dataset),
@@ -458,7 +474,7 @@ def build_artifacts(
         tables[published_dataset], sources[published_dataset] = published, published_source
     lines += _paper_section(medians, hv, hv_detail, tables, sources, pub.paper_hv() if paper else None,
                             {published_dataset: published_hv} if published is not None and published_hv is not None else {},
-                            published_hv_source, hv_tol, art)
+                            published_hv_source, hv_tol, art, notes)
     if short_runs is not None:
         lines += short_reading_section(runs[~runs["superseded"]], short_runs, formats, art.texts, art.figures, _figure_lines, _links)
 

@@ -11,6 +11,12 @@ So a dynamical record keeps the whole error curve (`rollout_rmse`: the RMSE of r
 steps tiling the test segment, for every rung h of ROLLOUT_LADDER and the whole segment),
 and the analysis can read any rung without retraining; `test_rmse` is the rung the
 dataset's config names (`dataset.horizon`).
+
+Tiling uses each test state once per rung, so a rung of a few long rollouts (n_test // h of
+them) is a mean over few chaotic trajectories, and its value moves with the last bits of the
+arithmetic (docs/CALIBRATION.md, "The reading's spread across machines").
+`overlapping_rollout_rmse` is the estimator over every window of the segment that allows h
+steps; records do not hold it.
 """
 
 from __future__ import annotations
@@ -113,3 +119,31 @@ def rollout_rmse(predict: Predict, x_test: torch.Tensor, y_test: torch.Tensor, h
     starts = torch.tensor(starts)  # (R,)
     steps = starts[:, None] + torch.arange(horizon)  # (R, H): test index of each step's target
     return rmse(free_run(predict, x_test[:, starts], horizon), y_test[:, steps])
+
+
+def overlapping_rollout_rmse(predict: Predict, x_test: torch.Tensor, y_test: torch.Tensor,
+                             horizons: Sequence[int]) -> dict[int, torch.Tensor]:
+    """Per-member RMSE of free rollouts of h steps from every test state that allows h steps (the
+    n_test - h + 1 overlapping windows of the segment), for each h of ``horizons``: {h: (M,)}.
+
+    The rollout of h steps from a state is the first h steps of any longer one from it, so one
+    free run serves every horizon: it starts from every state the shortest horizon allows and
+    drops, once a horizon is passed, the starts that no longer horizon has room for (whole
+    segment: one rollout). Its last bits may differ from a separate run per horizon (batches of
+    other sizes), not its value."""
+    n_test = x_test.shape[1]
+    horizons = sorted(set(horizons))
+    if not horizons or horizons[0] < 1 or horizons[-1] > n_test:
+        raise ValueError(f"horizons {horizons} must be whole numbers of steps from 1 to n_test={n_test}")
+    predict = _checked(predict, y_test.shape[-1])
+    states, steps = x_test, []
+    for t in range(horizons[-1]):
+        starts = n_test - next(h for h in horizons if h > t) + 1  # those with room for the next horizon
+        states = predict(states[:, :starts]).to(x_test)
+        steps.append(states)
+    out = {}
+    for h in horizons:
+        windows = n_test - h + 1
+        pred = torch.stack([step[:, :windows] for step in steps[:h]], dim=2)  # (M, windows, h, p)
+        out[h] = rmse(pred, y_test[:, torch.arange(windows)[:, None] + torch.arange(h)])
+    return out

@@ -1,89 +1,43 @@
 """Which rung of the rollout ladder is the paper's multi-step RMSE? Settled on the Baseline and
-F rows only (the calibration rule: gated rows are for checking, never for choosing).
+F rows only (the calibration rule: gated rows are for checking, never for choosing), by
+kanx.analyze.settle (the rule is in its docstring): prints the evidence as markdown and, with
+--write, writes it into kanx/analyze/paper/readings.csv (the rung, the seeds and the evidence of
+each dataset), the file the report's paper reading comes from. tests/test_readings.py fails when
+the committed records settle elsewhere than that file says.
 
-For each dynamical dataset, reads the Baseline and F records (beta 0) under RESULTS that hold
-the rollout ladder (metrics.rollout_rmse: RMSE over rollouts of h steps tiling the test
-segment, and the whole segment), takes each condition's median over seeds at every rung, and
-sets it beside the paper's median [min, max] (kanx/analyze/paper/<dataset>_published.csv):
-inside the range at the paper's printed precision or not, and log10(reproduced / published
-median). The rung to take has the most rows inside their ranges, then the smallest summed
-|log ratio| (a row that misses its range at every rung, as a condition kanx trains better
-than the paper did, so weighs only through its distance). Prints markdown; writes nothing.
-
-    python scripts/studies/settle_rollout.py [RESULTS] [--datasets ikeda ecosystem]
+    python scripts/studies/settle_rollout.py [RESULTS] [--datasets ikeda ecosystem] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
-
-from kanx.analyze.published import paper_published  # noqa: E402
-from kanx.vocab import RECORD_ROLLOUT  # noqa: E402
-
-ROWS = ("Baseline", "F")
-
-
-def ladders(results: Path, dataset: str, condition: str) -> list[dict[str, float]]:
-    """The rollout ladders of a condition's finished beta-0 records (one per seed)."""
-    out = []
-    for path in sorted((results / dataset / condition).glob("*/*/record.json")):
-        record = json.loads(path.read_text())
-        curve = (record.get("metrics") or {}).get(RECORD_ROLLOUT)
-        if record.get("status") == "ok" and curve:
-            out.append({("whole" if int(h) == record["n_test"] else h): v for h, v in curve.items()})
-    return out
-
-
-def inside(value: float, low: float, high: float, decimals: int) -> bool:
-    return round(low, decimals) <= round(value, decimals) <= round(high, decimals)
-
-
-def settle(results: Path, dataset: str) -> str | None:
-    published = paper_published(dataset)
-    if published is None:
-        print(f"{dataset}: the paper has no table for it")
-        return None
-    decimals = published.attrs["decimals"]["rmse_median"]
-    curves = {c: ladders(results, dataset, c) for c in ROWS}
-    if not all(curves.values()):
-        print(f"{dataset}: no Baseline or F record with the rollout ladder under {results}")
-        return None
-    rungs = [h for h in curves[ROWS[0]][0] if all(h in ladder for c in ROWS for ladder in curves[c])]
-    print(f"\n### {dataset}: Baseline and F (beta 0), seeds {', '.join(str(len(curves[c])) for c in ROWS)} per row\n")
-    print("| rung (steps) | " + " | ".join(f"{c} median | {c} published | in range" for c in ROWS) + " | sum abs log10 ratio |")
-    print("|---|" + "---|---|---|" * len(ROWS) + "---|")
-    scored = []
-    for h in rungs:
-        cells, in_range, distance = [], 0, 0.0
-        for c in ROWS:
-            median = statistics.median(ladder[h] for ladder in curves[c])
-            row = published[published["condition"] == c].iloc[0]
-            ok = inside(median, row["rmse_min"], row["rmse_max"], decimals)
-            in_range += ok
-            distance += abs(math.log10(median / row["rmse_median"]))
-            spread = f"[{row['rmse_min']:.{decimals}f}, {row['rmse_max']:.{decimals}f}]"
-            cells.append(f"{median:.{decimals}f} | {row['rmse_median']:.{decimals}f} {spread} | {'yes' if ok else 'no'}")
-        scored.append((-in_range, distance, h))
-        print(f"| {h} | " + " | ".join(cells) + f" | {distance:.3f} |")
-    rows_in, _, best = min(scored)
-    print(f"\n{dataset}: the paper's reading is the rung **{best}** ({-rows_in} of {len(ROWS)} rows in range there)")
-    return best
+from kanx.analyze.readings import READINGS_FILE
+from kanx.analyze.settle import DATASETS, settle_records, settled_markdown, write_readings
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="?", default="results/paper", type=Path)
-    ap.add_argument("--datasets", nargs="+", default=["ikeda", "ecosystem"])
+    ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
+    ap.add_argument("--write", action="store_true", help=f"write the settled rungs into {READINGS_FILE}")
     a = ap.parse_args(argv)
-    settled = [settle(a.results, d) for d in a.datasets]
-    return 0 if all(settled) else 1
+    if not a.results.is_dir():
+        ap.error(f"{a.results} is not a folder: give a results root holding ikeda/ and ecosystem/ (e.g. results/paper)")
+    if a.write and set(a.datasets) != set(DATASETS):
+        ap.error(f"--write writes every dataset's reading: leave out --datasets (or give {' '.join(DATASETS)})")
+    try:
+        settled = [settle_records(a.results, d) for d in a.datasets]
+    except ValueError as e:
+        print(f"settle_rollout.py: {e}", file=sys.stderr)
+        return 1
+    for s in settled:
+        print(f"\n{settled_markdown(s)}")
+    if a.write:
+        print(f"\nwrote {write_readings(settled)}")
+    return 0
 
 
 if __name__ == "__main__":
