@@ -86,7 +86,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--formats", default="png,pdf", help="figure formats, comma-separated (default: png,pdf)")
     parser.add_argument("--rollout-horizon", type=_horizon, default="paper", metavar="paper|recorded|H|whole",
                         help="the reading of Ikeda's and Ecosystem's multi-step test RMSE in the tables: paper (default) is the "
-                        "rung settled as the paper's (kanx/analyze/paper/readings.csv: 200 steps on Ikeda, 500 on Ecosystem), and the "
+                        "rung settled as the paper's (kanx/analyze/paper/readings.csv: 200 steps on Ikeda, the whole test segment on Ecosystem), and the "
                         "report adds kanx's reading (as recorded) in a section of its own; recorded is the horizon each run was trained "
                         "with (10 on Ikeda, 50 on Ecosystem); H reads rollouts of H steps tiling the test segment (a rung of the "
                         "records' rollout curve: 1, 2, 5, 10, 20, 50, 100, 200, 500) and whole one rollout over the segment. Records "
