@@ -32,9 +32,8 @@ from kanx.config import RunConfig
 from kanx.curves import Curves, pack_curves
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
-from kanx.jobs import Job, check_machine, load_data, make_packs, pending, prepare_jobs, resume, starting
+from kanx.jobs import Job, LaunchPlan, launch, load_data, starting
 from kanx.load import model_file, read_model_file
-from kanx.manifest import write_manifests
 from kanx.trainer import Trainer, describe_device
 from kanx.vocab import DEFAULT_GROUP
 
@@ -44,22 +43,19 @@ log = logging.getLogger("kanx")
 records.git_commit()
 
 
-Checked = tuple[list[Job], list[list[Job]]]  # every job, and the packs of those left to train
+Checked = LaunchPlan  # every job, and the packs of those left to train
 
 
 def check_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None,
                group: str = DEFAULT_GROUP) -> Checked:
     """Every check run_jobs makes before it writes anything (a launcher makes them before it
     writes the sweep's own files, so that a refused config leaves nothing on disk): every job
-    converted and checked, the finished ones set aside, the others packed, the machine checked.
-    Raises ConfigError."""
-    jobs = prepare_jobs(configs)
-    todo = resume(pending(jobs))
-    if len(todo) < len(jobs):
-        log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
-    packs = make_packs(todo, pack_size, group)
-    check_machine(packs)
-    return jobs, packs
+    converted and checked, the finished ones set aside, the others packed, the machine checked
+    (kanx.jobs.launch, the manifests left to run_jobs). Raises ConfigError."""
+    plan = launch(configs, group, pack_size, manifest=False)
+    if len(plan.todo) < len(plan.jobs):
+        log.info(f"{len(plan.jobs) - len(plan.todo)} of {len(plan.jobs)} runs already have records; skipping them")
+    return plan
 
 
 def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = DEFAULT_GROUP,
@@ -67,8 +63,9 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     """Run every job (skipping finished ones) and return the records of all of them.
     ``checkpointer``: the signal handler's, pointed at each pack while it trains; ``checked``:
     what check_jobs returned for these configs, if the caller has checked them already."""
-    jobs, packs = checked if checked is not None else check_jobs(configs, pack_size, group)
-    write_manifests(jobs)  # before any training: kanx.status counts what was launched
+    plan = checked if checked is not None else check_jobs(configs, pack_size, group)
+    plan.write_manifests()  # before any training: kanx.status counts what was launched
+    packs = plan.packs
     for i, pack in enumerate(packs, 1):
         log.info(starting(pack, f"[{i}/{len(packs)}]"))  # within seconds of launch, not after the first (compiled) epoch
         train_pack(pack, checkpointer)
