@@ -41,6 +41,7 @@ from kanx.config import (
 )
 from kanx.errors import ConfigError
 from kanx.loggers import check_installed
+from kanx.record import Record
 from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS, RESULTS_ROOT
 
 log = logging.getLogger("kanx")
@@ -132,14 +133,12 @@ def is_legacy(job: Job) -> bool:
     marker, which vouches for nothing (kanx.records.unsealed), beside a record that
     `kanx.records seal-legacy` would seal (a JSON record with a status). A record.json that is
     not one is damaged, not old: that run trains again, as any run whose record is not trusted."""
-    import json
-
     if job.state.problem is None:
         return False
     try:
         if (job.run_dir / records.DONE).read_bytes().strip():
             return False
-        return "status" in json.loads((job.run_dir / records.RECORD).read_text())
+        return "status" in Record.read(job.run_dir).fields
     except (OSError, ValueError, TypeError):
         return False
 

@@ -34,6 +34,7 @@ from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.jobs import Job, LaunchPlan, launch, load_data, starting
 from kanx.load import model_file, read_model_file
+from kanx.record import Record
 from kanx.trainer import Trainer, describe_device
 from kanx.vocab import DEFAULT_GROUP
 
@@ -174,9 +175,7 @@ def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) ->
         left = [job for job in jobs if job.run_dir not in finished]
         log.error(f"pack of {len(jobs)} run(s) failed{f' after {len(finished)} were recorded' if finished else ''}:\n{tb}")
         for job in left:
-            rec = _base_record(job, "failed", time.perf_counter() - start, 0)
-            rec["error"] = tb
-            records.write_record(job.run_dir, rec)
+            _base_record(job, "failed", time.perf_counter() - start, 0).failed(tb).write(job.run_dir)
     finally:
         for job in jobs:
             records.unlock(job.run_dir)
@@ -352,17 +351,15 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         metrics = {k: v for k, v in scores.items() if k not in vocab.RECORD_STRUCTURE}
         structure = {k: scores[k] for k in vocab.RECORD_STRUCTURE}
         status, reason = _status(bool(trainer.alive[m]), metrics, structure)
-        rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
-        rec["timing"]["device"] = where["device"]
-        if job.history:  # resumed: every stretch, the last one (this process's) included
-            rec["timing"]["segments"] = _segments(job, where, trainer.epoch, trainer.train_seconds - trainer.resumed_train_seconds)
-        rec["metrics"] = scores
-        rec["status_reason"] = reason
-        rec["target_unit"] = datasets[m].target_unit
+        # resumed: every stretch, the last one (this process's) included
+        seconds = trainer.train_seconds - trainer.resumed_train_seconds
+        segments = _segments(job, where, trainer.epoch, seconds) if job.history else None
+        base = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
+        rec = base.trained(scores, reason, datasets[m].target_unit, where["device"], segments)
         (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
         _save_torch(job.run_dir / records.MODEL, saved)
         records.compress_curve(job.run_dir)  # a finished run's curve is kept gzipped; the marker vouches for the .gz
-        records.write_record(job.run_dir, rec)
+        rec.write(job.run_dir)
         finished.append(job.run_dir)
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
             (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
@@ -381,25 +378,12 @@ def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | Non
     return "ok", None
 
 
-def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1, train_seconds: float | None = None) -> dict:
+def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1,
+                 train_seconds: float | None = None) -> Record:
     run, ds = job.run, load_data(job.run)
-    return {
-        "schema_version": records.SCHEMA_VERSION,
-        "dataset": run.data.name,
-        "family": ds.family,
-        "condition": run.condition.name,
-        "beta": run.beta,
-        "seed": run.seed,
-        "data_seed": run.data.data_seed,
-        "status": status,
-        "n_train": ds.n_train,
-        "n_test": ds.n_test,
-        "metrics": {},
-        "timing": {"wall_s": wall, "train_s": train_seconds, "steps": steps, "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size},
-        "versions": records.versions(),
-        "git_commit": records.git_commit(),
-        "config_hash": job.config_hash,
-        "data_hash": job.data_hash,  # the data's identity, checked apart from the config's (kanx.jobs._check_record)
-        "config": job.container,
-        "error": None,
-    }
+    timing = {"wall_s": wall, "train_s": train_seconds, "steps": steps,
+              "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size}
+    return Record.new(dataset=run.data.name, family=ds.family, condition=run.condition.name, beta=run.beta, seed=run.seed,
+                      data_seed=run.data.data_seed, status=status, n_train=ds.n_train, n_test=ds.n_test, timing=timing,
+                      versions=records.versions(), git_commit=records.git_commit(), config_hash=job.config_hash,
+                      data_hash=job.data_hash, config=job.container)

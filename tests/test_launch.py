@@ -43,11 +43,14 @@ def test_the_launch_steps_are_called_only_by_launch():
 
 def test_every_launcher_calls_launch():
     assert callers("launch") == sorted([
-        "hydra_plugins/kanx_launcher/slurm_launcher.py:SlurmLauncher._plan",  # the SLURM launcher and reproduce --launcher slurm
-        "hydra_plugins/kanx_launcher/sweeper.py:KanxSweeper._sweep_without_multirun_yaml",  # Hydra's Launcher.launch, not ours
+        # the SLURM launcher, and reproduce --launcher slurm
+        "hydra_plugins/kanx_launcher/slurm_launcher.py:SlurmLauncher._plan",
+        # Hydra's Launcher.launch, not kanx.jobs.launch
+        "hydra_plugins/kanx_launcher/sweeper.py:KanxSweeper._sweep_without_multirun_yaml",
         "kanx/plan.py:main",  # a kanx.plan worker
         "kanx/plan.py:one_pack",  # the benchmarks' one mixed pack
         "kanx/plan.py:run_plan",  # kanx.plan, reproduce's default launcher
-        "kanx/runner.py:check_jobs",  # a single run, Hydra's basic launcher (reproduce --launcher basic) and the packed launcher
+        # a single run, Hydra's basic launcher (reproduce --launcher basic) and the packed launcher
+        "kanx/runner.py:check_jobs",
         "scripts/benchmarks/bench_paper.py:main",
     ])
