@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from helpers import ROOT
+from helpers import ROOT, TOY
 
 SOURCES = [p for d in ("kanx", "hydra_plugins", "scripts") for p in sorted((ROOT / d).rglob("*.py"))]
 
@@ -54,3 +54,31 @@ def test_every_launcher_calls_launch():
         "kanx/runner.py:check_jobs",
         "scripts/benchmarks/bench_paper.py:main",
     ])
+
+
+def test_reproduce_on_slurm_holds_back_runs_still_queued(tmp_path, monkeypatch, capsys):
+    """SlurmLauncher.submit_sweeps (reproduce --launcher slurm) through kanx.jobs.launch: a run whose
+    last submission is still queued is neither submitted again nor counted as recorded; the
+    others are packed, and every run is in the manifest."""
+    import dataclasses
+
+    from hydra_plugins.kanx_launcher import slurm_launcher as sl
+    from kanx.manifest import read_manifest
+    from kanx.plan import sweep_jobs
+
+    configs = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0,1,2", "beta=0.1", *TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1"])
+    queued = configs[1][1]
+    queued.mkdir(parents=True)
+    (queued / sl.JOB_MARKER).write_text("7_1\n")
+    monkeypatch.setattr(sl, "queued_ids", lambda: {"7_1"})
+    monkeypatch.setattr(sl, "_check_tools", lambda: None)
+    submitted: list = []
+    monkeypatch.setattr(sl.SlurmLauncher, "_submit", lambda self, packs, sbatch: submitted.append(packs) or [])
+    params = {k: v for k, v in dataclasses.asdict(sl.SlurmLauncherConf()).items() if k != "_target_"}
+    launcher = sl.SlurmLauncher(**{**params, "wait": False, "submitit_folder": str(tmp_path / ".submitit")})
+
+    assert launcher.submit_sweeps(configs, "all") == 0
+    (packs,) = submitted
+    assert [[j.run_dir for j in pack] for pack in packs] == [[configs[0][1], configs[2][1]]]
+    assert "submitted or still queued" in capsys.readouterr().out
+    assert len(read_manifest(configs[0][1].parent)["runs"]) == 3
