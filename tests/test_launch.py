@@ -66,7 +66,8 @@ def test_reproduce_on_slurm_holds_back_runs_still_queued(tmp_path, monkeypatch, 
     from kanx.manifest import read_manifest
     from kanx.plan import sweep_jobs
 
-    configs = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0,1,2", "beta=0.1", *TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1"])
+    tiny = [*TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1"]
+    configs = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0,1,2", "beta=0.1", *tiny])
     queued = configs[1][1]
     queued.mkdir(parents=True)
     (queued / sl.JOB_MARKER).write_text("7_1\n")
