@@ -33,7 +33,6 @@ pass, and only differs and corrupt fail); 2 on bad arguments or a PATH that hold
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from contextlib import contextmanager
@@ -45,6 +44,7 @@ import torch
 from kanx import records, vocab
 from kanx.cli import ArgumentParser, pipe_safe, prog
 from kanx.errors import StorageError, fail
+from kanx.record import Record
 from kanx.verdicts import CONSISTENT, DIFFERS, IDENTICAL, VERDICTS, WITHIN, Verdict, judge
 
 MODULE = "kanx.evaluate"
@@ -181,7 +181,7 @@ def check(run_dir: Path) -> Checked:
     if problem is not None:
         return Checked(run_dir, UNSEALED if problem == records.unsealed(run_dir) else CORRUPT, problem)
     try:
-        record = json.loads((run_dir / records.RECORD).read_text())
+        record = Record.read(run_dir).fields
         status, recorded = record["status"], record.get("metrics") or {}
     except (OSError, ValueError, TypeError, KeyError) as e:
         return Checked(run_dir, CORRUPT, f"{run_dir / records.RECORD} is not a kanx record ({type(e).__name__}: {e})")
@@ -207,15 +207,14 @@ def add_missing(result: Checked) -> None:
     problem = records.integrity_problem(run_dir, files=(records.RECORD, records.MODEL, *records.CURVES))
     if problem is not None:
         raise ValueError(problem)
-    path = run_dir / records.RECORD
-    record = json.loads(path.read_text())
+    record = Record.read(run_dir).fields
     held = record.setdefault("metrics", {})
     for name, value in result.metrics.items():
         if isinstance(value, dict):
             held[name] = {**value, **held.get(name, {})}
         else:
             held.setdefault(name, value)
-    records.reseal_record(run_dir, json.dumps(records.finite_or_none(record), indent=1).encode())
+    records.reseal_record(run_dir, Record(record).to_bytes())
 
 
 def run_folders(path: Path) -> list[Path]:

@@ -1,10 +1,12 @@
 """Job preparation, packing and cost: what every launcher calls between composing its jobs and
-training or submitting them.
+training or submitting them. `launch` is the one recipe, and the only caller of `prepare_jobs`
+outside the tests (tests/test_launch.py counts the call sites):
 
     jobs = prepare_jobs(configs)       # convert and check every job, read what its folder holds
     todo = resume(pending(jobs))       # the unfinished ones, then where each resumes from
     packs = make_packs(todo, pack_size, group)
     check_machine(packs)               # writable folders, memory
+    write_manifests(jobs)              # kanx.status counts what was launched
 
 `pending` only filters (it reads nothing and changes no job); `resume` attaches the state of a
 partial run's checkpoint (kanx.checkpoint) to its job. Packs are cut by `group`
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
@@ -39,6 +41,7 @@ from kanx.config import (
 )
 from kanx.errors import ConfigError
 from kanx.loggers import check_installed
+from kanx.record import Record
 from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS, RESULTS_ROOT
 
 log = logging.getLogger("kanx")
@@ -130,14 +133,12 @@ def is_legacy(job: Job) -> bool:
     marker, which vouches for nothing (kanx.records.unsealed), beside a record that
     `kanx.records seal-legacy` would seal (a JSON record with a status). A record.json that is
     not one is damaged, not old: that run trains again, as any run whose record is not trusted."""
-    import json
-
     if job.state.problem is None:
         return False
     try:
         if (job.run_dir / records.DONE).read_bytes().strip():
             return False
-        return "status" in json.loads((job.run_dir / records.RECORD).read_text())
+        return "status" in Record.read(job.run_dir).fields
     except (OSError, ValueError, TypeError):
         return False
 
@@ -174,6 +175,47 @@ def _check_record(job: Job, ds) -> None:
 def _refuse(job: Job, what: str, diff: list[str]) -> None:
     raise ConfigError(f"{job.run_dir} holds a record of {what} ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}): "
                       "use another results_root, or overwrite=true to replace it")
+
+
+@dataclass
+class LaunchPlan:
+    """What `launch` made of a launcher's configs: every job (checked, one per run folder), those
+    left to train (each with the epoch it resumes from), and their packs."""
+
+    jobs: list[Job]
+    todo: list[Job]
+    packs: list[list[Job]]
+    held: dict = field(default_factory=dict)  # {run dir: why}: unfinished runs the launcher holds back (hold=)
+
+    def write_manifests(self) -> list[Path]:
+        """The manifest step, for a launcher that writes it later than it checks (launch's
+        manifest=False): a refused config must leave nothing on disk, the manifest goes beside
+        the sweep's own files."""
+        from kanx.manifest import write_manifests
+
+        return write_manifests(self.jobs)
+
+
+def launch(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP, pack_size: int | None = None, *,
+           pack: bool = True, check: bool = True, manifest: bool = True,
+           hold: Callable[[list[Job]], dict] | None = None) -> LaunchPlan:
+    """The launch recipe every launcher follows: prepare (convert and check every job), pending
+    (set finished runs aside), resume (where each partial run starts), ``hold`` (runs the launcher
+    leaves out, e.g. still queued on SLURM: {run dir: why}), pack (by ``group`` and ``pack_size``;
+    ``pack=False``: a pack per run), check the machine (``check``: a launcher that trains here,
+    not one that submits) and write the manifests (``manifest``; False: the launcher calls
+    LaunchPlan.write_manifests when it writes its own files). Raises ConfigError."""
+    jobs = prepare_jobs(configs)
+    todo = resume(pending(jobs))
+    held = hold(todo) if hold is not None else {}
+    todo = [j for j in todo if j.run_dir not in held]
+    packs = make_packs(todo, pack_size, group) if pack else [[j] for j in todo]
+    if check:
+        check_machine(packs)
+    plan = LaunchPlan(jobs, todo, packs, held)
+    if manifest:
+        plan.write_manifests()
+    return plan
 
 
 def pending(jobs: Sequence[Job]) -> list[Job]:

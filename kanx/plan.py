@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from kanx import records
 from kanx.confdir import initialize_conf
 from kanx.config import register_resolvers
-from kanx.jobs import assign, check_machine, group_label, make_packs, pending, prepare_jobs, resume, shortest_first, starting
+from kanx.jobs import assign, group_label, launch, shortest_first, starting
 from kanx.vocab import DEFAULT_GROUP, PAPER_CONDITIONS, PAPER_DATASETS
 
 if TYPE_CHECKING:  # kanx.runner loads the trainer: imported when a plan trains, not when it composes
@@ -109,8 +109,8 @@ def sweeps_jobs(datasets: Sequence[str] = PAPER_DATASETS, conditions: Sequence[s
 def one_pack(datasets: Sequence[str], conditions: Sequence[str], overrides: Sequence[str] = ()) -> list:
     """Every job of these sweeps as one mixed pack (group=all, no size bound): what the
     benchmarks time as the pack `make reproduce-tables` would train together."""
-    jobs = prepare_jobs(sweeps_jobs(datasets, conditions, overrides))
-    return make_packs(jobs, len(jobs), "all")[0]
+    configs = sweeps_jobs(datasets, conditions, overrides)
+    return launch(configs, "all", len(configs), check=False, manifest=False).packs[0]
 
 
 def _shared_part(full) -> tuple[object, Path, str]:
@@ -147,14 +147,10 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP,
     """Check every job, skip finished ones, cut packs across all of them and train them,
     in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
     the number of packs that failed (their runs hold `failed` records)."""
-    from kanx.manifest import write_manifests
     from kanx.runner import stop_on_signals, train_pack
 
-    jobs = prepare_jobs(configs)
-    todo = resume(pending(jobs))
-    packs = make_packs(todo, pack_size, group)
-    check_machine(packs)
-    write_manifests(jobs)  # before any training: kanx.status counts what was launched
+    plan = launch(configs, group, pack_size)  # the manifests before any training: kanx.status counts what was launched
+    jobs, todo, packs = plan.jobs, plan.todo, plan.packs
     print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) "
           f"(group={group_label(group, todo)})", flush=True)
     if not packs:
@@ -214,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     planned = json.loads(Path(path).read_text())
     failed = 0
     for i, pack in enumerate(planned, 1):
-        todo = resume(pending(prepare_jobs([(p["config"], Path(p["run_dir"])) for p in pack])))
+        # the pack as run_plan cut it: its unfinished runs, not packed again, nor manifests written twice
+        todo = launch([(p["config"], Path(p["run_dir"])) for p in pack], pack=False, check=False, manifest=False).todo
         try:
             if todo:
                 failed += _train_and_report(train_pack, todo, f"[{Path(path).stem} {i}/{len(planned)}]", checkpointer)

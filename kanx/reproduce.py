@@ -96,14 +96,13 @@ def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) ->
     from omegaconf import OmegaConf
 
     from hydra_plugins.kanx_launcher.slurm_launcher import SlurmLauncher
-    from kanx.jobs import prepare_jobs
 
     params = OmegaConf.to_container(configs[0][0].hydra.launcher, resolve=True)
     params.pop("_target_", None)
     params["submitit_folder"] = str(Path(results).absolute() / ".submitit" / "%j")
     if pack_size:
         params["pack_size"] = pack_size
-    missing = SlurmLauncher(**params).submit_prepared(prepare_jobs(configs), group)
+    missing = SlurmLauncher(**params).submit_sweeps(configs, group)
     if missing:
         return report("kanx.reproduce", f"{missing} run(s) have no record (see the task logs above); "
                       "re-run to submit only those", code=1)

@@ -32,9 +32,9 @@ from kanx.config import RunConfig
 from kanx.curves import Curves, pack_curves
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
-from kanx.jobs import Job, check_machine, load_data, make_packs, pending, prepare_jobs, resume, starting
+from kanx.jobs import Job, LaunchPlan, launch, load_data, starting
 from kanx.load import model_file, read_model_file
-from kanx.manifest import write_manifests
+from kanx.record import Record
 from kanx.trainer import Trainer, describe_device
 from kanx.vocab import DEFAULT_GROUP
 
@@ -44,22 +44,19 @@ log = logging.getLogger("kanx")
 records.git_commit()
 
 
-Checked = tuple[list[Job], list[list[Job]]]  # every job, and the packs of those left to train
+Checked = LaunchPlan  # every job, and the packs of those left to train
 
 
 def check_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None,
                group: str = DEFAULT_GROUP) -> Checked:
     """Every check run_jobs makes before it writes anything (a launcher makes them before it
     writes the sweep's own files, so that a refused config leaves nothing on disk): every job
-    converted and checked, the finished ones set aside, the others packed, the machine checked.
-    Raises ConfigError."""
-    jobs = prepare_jobs(configs)
-    todo = resume(pending(jobs))
-    if len(todo) < len(jobs):
-        log.info(f"{len(jobs) - len(todo)} of {len(jobs)} runs already have records; skipping them")
-    packs = make_packs(todo, pack_size, group)
-    check_machine(packs)
-    return jobs, packs
+    converted and checked, the finished ones set aside, the others packed, the machine checked
+    (kanx.jobs.launch, the manifests left to run_jobs). Raises ConfigError."""
+    plan = launch(configs, group, pack_size, manifest=False)
+    if len(plan.todo) < len(plan.jobs):
+        log.info(f"{len(plan.jobs) - len(plan.todo)} of {len(plan.jobs)} runs already have records; skipping them")
+    return plan
 
 
 def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = DEFAULT_GROUP,
@@ -67,8 +64,9 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     """Run every job (skipping finished ones) and return the records of all of them.
     ``checkpointer``: the signal handler's, pointed at each pack while it trains; ``checked``:
     what check_jobs returned for these configs, if the caller has checked them already."""
-    jobs, packs = checked if checked is not None else check_jobs(configs, pack_size, group)
-    write_manifests(jobs)  # before any training: kanx.status counts what was launched
+    plan = checked if checked is not None else check_jobs(configs, pack_size, group)
+    plan.write_manifests()  # before any training: kanx.status counts what was launched
+    packs = plan.packs
     for i, pack in enumerate(packs, 1):
         log.info(starting(pack, f"[{i}/{len(packs)}]"))  # within seconds of launch, not after the first (compiled) epoch
         train_pack(pack, checkpointer)
@@ -177,9 +175,7 @@ def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) ->
         left = [job for job in jobs if job.run_dir not in finished]
         log.error(f"pack of {len(jobs)} run(s) failed{f' after {len(finished)} were recorded' if finished else ''}:\n{tb}")
         for job in left:
-            rec = _base_record(job, "failed", time.perf_counter() - start, 0)
-            rec["error"] = tb
-            records.write_record(job.run_dir, rec)
+            _base_record(job, "failed", time.perf_counter() - start, 0).failed(tb).write(job.run_dir)
     finally:
         for job in jobs:
             records.unlock(job.run_dir)
@@ -355,17 +351,15 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         metrics = {k: v for k, v in scores.items() if k not in vocab.RECORD_STRUCTURE}
         structure = {k: scores[k] for k in vocab.RECORD_STRUCTURE}
         status, reason = _status(bool(trainer.alive[m]), metrics, structure)
-        rec = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
-        rec["timing"]["device"] = where["device"]
-        if job.history:  # resumed: every stretch, the last one (this process's) included
-            rec["timing"]["segments"] = _segments(job, where, trainer.epoch, trainer.train_seconds - trainer.resumed_train_seconds)
-        rec["metrics"] = scores
-        rec["status_reason"] = reason
-        rec["target_unit"] = datasets[m].target_unit
+        # resumed: every stretch, the last one (this process's) included
+        seconds = trainer.train_seconds - trainer.resumed_train_seconds
+        segments = _segments(job, where, trainer.epoch, seconds) if job.history else None
+        base = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
+        rec = base.trained(scores, reason, datasets[m].target_unit, where["device"], segments)
         (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
         _save_torch(job.run_dir / records.MODEL, saved)
         records.compress_curve(job.run_dir)  # a finished run's curve is kept gzipped; the marker vouches for the .gz
-        records.write_record(job.run_dir, rec)
+        rec.write(job.run_dir)
         finished.append(job.run_dir)
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
             (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
@@ -384,25 +378,12 @@ def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | Non
     return "ok", None
 
 
-def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1, train_seconds: float | None = None) -> dict:
+def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1,
+                 train_seconds: float | None = None) -> Record:
     run, ds = job.run, load_data(job.run)
-    return {
-        "schema_version": records.SCHEMA_VERSION,
-        "dataset": run.data.name,
-        "family": ds.family,
-        "condition": run.condition.name,
-        "beta": run.beta,
-        "seed": run.seed,
-        "data_seed": run.data.data_seed,
-        "status": status,
-        "n_train": ds.n_train,
-        "n_test": ds.n_test,
-        "metrics": {},
-        "timing": {"wall_s": wall, "train_s": train_seconds, "steps": steps, "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size},
-        "versions": records.versions(),
-        "git_commit": records.git_commit(),
-        "config_hash": job.config_hash,
-        "data_hash": job.data_hash,  # the data's identity, checked apart from the config's (kanx.jobs._check_record)
-        "config": job.container,
-        "error": None,
-    }
+    timing = {"wall_s": wall, "train_s": train_seconds, "steps": steps,
+              "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size}
+    return Record.new(dataset=run.data.name, family=ds.family, condition=run.condition.name, beta=run.beta, seed=run.seed,
+                      data_seed=run.data.data_seed, status=status, n_train=ds.n_train, n_test=ds.n_test, timing=timing,
+                      versions=records.versions(), git_commit=records.git_commit(), config_hash=job.config_hash,
+                      data_hash=job.data_hash, config=job.container)

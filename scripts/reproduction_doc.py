@@ -15,7 +15,6 @@ docs/journal/reproduction-notes-families.md). No number in the generated part is
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +28,8 @@ from kanx.analyze.labels import GATED, UNGATED, group_label
 from kanx.analyze.readings import horizon_label, paper_readings
 from kanx.confdir import conf_dir
 from kanx.config import ADDED_LATER
-from kanx.vocab import CONDITIONS, NGUYEN_PROBLEMS, PAPER_DATASETS
+from kanx.record import Record
+from kanx.vocab import CONDITIONS, NGUYEN_PROBLEMS, PAPER_DATASETS, RECORD
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def hv_caveat(table: pd.DataFrame) -> list[str]:
 
 
 def read_records(results: Path) -> list[dict]:
-    return [json.loads(path.read_text()) for path in results.rglob("record.json")]
+    return [Record.read(path.parent).fields for path in results.rglob(RECORD)]
 
 
 def refit_line(records: list[dict]) -> str:

@@ -18,7 +18,7 @@ def test_one_pack_grouping_default_for_every_entry_point(monkeypatch):
     from kanx import jobs, plan, runner
 
     assert vocab.DEFAULT_GROUP in vocab.GROUPINGS
-    for f in (jobs.make_packs, runner.run_jobs, runner.run_command, plan.run_plan, PackedLauncher):
+    for f in (jobs.launch, jobs.make_packs, runner.run_jobs, runner.run_command, plan.run_plan, PackedLauncher):
         assert inspect.signature(f).parameters["group"].default == vocab.DEFAULT_GROUP, f
     assert PackedLauncherConf.group == SlurmLauncherConf.group == vocab.DEFAULT_GROUP
     # kanx-reproduce (make reproduce-tables) passes the same default on to kanx.plan

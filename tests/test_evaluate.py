@@ -251,7 +251,9 @@ def test_add_missing_on_a_read_only_file_system_says_so_in_one_line(tmp_path, ca
     def read_only(*_):
         raise StorageError(errno.EROFS, "Read-only file system", str(run_dir / records.RECORD))
 
-    monkeypatch.setattr(records, "atomic_write_together", read_only)
+    from kanx import sealing
+
+    monkeypatch.setattr(sealing, "atomic_write_together", read_only)  # what reseal_record writes with
     assert evaluate([str(run_dir), "--add-missing"]) == 1
     out = capsys.readouterr().out
     assert "missing metrics not written: cannot write" in out and "read-only" in out

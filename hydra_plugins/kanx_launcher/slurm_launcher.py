@@ -234,14 +234,10 @@ def in_flight(run_dirs: Sequence[Path], queued: Optional[set]) -> dict:  # noqa:
     return busy
 
 
-def _left_to_submit(prepared: list) -> tuple[list, dict]:
-    """(jobs to submit, {run dir: SLURM task} of runs still queued from an earlier submission):
-    runs with records and queued runs are left out."""
-    from kanx.jobs import pending, resume
-
-    todo = resume(pending(prepared))  # packs are cut by resume epoch too
-    busy = in_flight([j.run_dir for j in todo], queued_ids())
-    return [j for j in todo if j.run_dir not in busy], busy
+def still_queued(todo: list) -> dict:
+    """{run dir: SLURM task} of unfinished runs still queued from an earlier submission: kanx.jobs.launch
+    holds them back (hold=), so that they are not submitted twice."""
+    return in_flight([j.run_dir for j in todo], queued_ids())
 
 
 def _check_tools() -> None:
@@ -318,14 +314,12 @@ class SlurmLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from hydra_plugins.kanx_launcher.sweeper import held_back_logs, replay
         from kanx.errors import ConfigError, fail
-        from kanx.jobs import make_packs, prepare_jobs
-        from kanx.manifest import write_manifests
 
         jobs = start_launch(self, job_overrides, initial_job_idx)
         with held_back_logs() as held:  # logged once the sweep's log file exists
             try:
                 sbatch = self._check_params()
-                prepared = prepare_jobs([(cfg, run_dir) for cfg, run_dir, _ in jobs])
+                plan = self._plan([(cfg, run_dir) for cfg, run_dir, _ in jobs], self.params["group"])
                 _check_tools()
             except ConfigError as e:  # before anything is written: nothing to remove
                 fail(e)
@@ -333,20 +327,19 @@ class SlurmLauncher(Launcher):
         log_beside_multirun(self, jobs)
         replay(held)
         try:
-            write_manifests(prepared)  # before submitting: kanx.status counts what was launched
+            plan.write_manifests()  # before submitting: kanx.status counts what was launched
             save_hydra_dirs(jobs)  # each run's .hydra/, as the basic launcher's
         except ConfigError as e:  # a manifest kanx cannot read: not replaced
             fail(e)
         except OSError as e:  # kanx.errors.StorageError: the results folder cannot be written
             fail(e, code=1)
-        todo, busy = _left_to_submit(prepared)
-        done = len(prepared) - len(todo) - len(busy)
+        busy, packs = plan.held, plan.packs
+        done = len(plan.jobs) - len(plan.todo) - len(busy)
         if done:
-            log.info(f"{done} of {len(prepared)} runs already have records; skipping them")
+            log.info(f"{done} of {len(plan.jobs)} runs already have records; skipping them")
         if busy:
             log.warning(f"{len(busy)} run(s) are still queued or running from an earlier submission "
                         f"(SLURM {', '.join(sorted(set(busy.values()))[:5])}{', ...' if len(set(busy.values())) > 5 else ''}); not submitting them again")
-        packs = make_packs(todo, self.params["pack_size"], self.params["group"]) if self.params["pack"] else [[j] for j in todo]
 
         submitted = self._submit(packs, sbatch) if packs else []
         if not submitted and not busy:
@@ -441,26 +434,33 @@ class SlurmLauncher(Launcher):
             ret.return_value = RuntimeError(f"no record in {run_dir}: {why}")
         return ret
 
-    def submit_prepared(self, prepared: list, group: str) -> int:
-        """Submit checked jobs of many sweeps (kanx.plan, `make reproduce-tables
+    def _plan(self, configs: list, group: str):
+        """kanx.jobs.launch as SLURM needs it: no machine check (the login node is not where the packs
+        train), runs still queued held back, the manifests left to the caller. Raises ConfigError."""
+        from kanx.jobs import launch
+
+        return launch(configs, group, self.params["pack_size"], pack=self.params["pack"], check=False, manifest=False,
+                      hold=still_queued)
+
+    def submit_sweeps(self, configs: list, group: str) -> int:
+        """Check and submit the jobs of many sweeps (kanx.plan, `make reproduce-tables
         LAUNCHER=slurm`) as one array, packs cut across the sweeps by ``group``; wait for it
         unless wait=false. Returns the number of runs left without a record (0 with
-        wait=false)."""
+        wait=false). Raises ConfigError for a refused config, before anything is written."""
         from kanx.errors import ConfigError, fail
-        from kanx.jobs import group_label, make_packs
-        from kanx.manifest import write_manifests
+        from kanx.jobs import group_label
 
+        plan = self._plan(configs, group)
         try:
             sbatch = self._check_params()
             _check_tools()
         except ConfigError as e:
             fail(e)
         try:
-            write_manifests(prepared)
+            plan.write_manifests()
         except OSError as e:
             fail(e, code=1)
-        todo, busy = _left_to_submit(prepared)
-        packs = make_packs(todo, self.params["pack_size"], group) if self.params["pack"] else [[j] for j in todo]
+        prepared, todo, busy, packs = plan.jobs, plan.todo, plan.held, plan.packs
         log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} still queued; "
                  f"{len(todo)} to submit in {len(packs)} task(s) (group={group_label(group, todo)})")
         submitted = self._submit(packs, sbatch) if packs else []

@@ -36,6 +36,7 @@ import pandas as pd
 
 from kanx.identity import ABSENT, ADDED_LATER, differing_keys, run_defining
 from kanx.manifest import read_manifest
+from kanx.record import Record
 from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import MANIFEST as MANIFEST_NAME
@@ -296,7 +297,7 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
             skipped.append((rel, f"not counted: {problem.replace(str(path.parent), str(Path(rel).parent))}"))
             continue
         try:
-            record = json.loads(path.read_text())
+            record = Record.read(path.parent).fields
             launched.append(_launched_cell(record))
             row, setup = _row(record, rel, rollout_horizon), setup_of(record)
         except NotAtHorizon as exc:
@@ -330,7 +331,7 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
 def _dataset_of(path: Path) -> str | None:
     """The dataset a record file names; None where it cannot be read (the caller's checks say why)."""
     try:
-        return str(json.loads(path.read_text()).get("dataset"))
+        return str(Record.read(path.parent).dataset)
     except (OSError, ValueError, AttributeError):
         return None
 

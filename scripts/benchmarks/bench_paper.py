@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
     torch._dynamo.config.recompile_limit = 1024  # one compile per (stage, batch, M) shape
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
-    from kanx.jobs import make_packs, prepare_jobs
+    from kanx.jobs import launch, make_packs
     from kanx.plan import sweeps_jobs
     from kanx.trainer import describe_device
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}"]
     with tempfile.TemporaryDirectory() as tmp:
         configs = sweeps_jobs(a.datasets, overrides=[f"results_root={tmp}", *overrides])  # every condition of the paper
-        jobs = prepare_jobs(configs)
+        jobs = launch(configs, pack=False, check=False, manifest=False).jobs  # packed below, each way compared
     size = a.pack_size or "train.pack_size"
     plans = {f"group={g}, pack size {size}": make_packs(jobs, a.pack_size, g) for g in a.group}
     if a.per_sweep:

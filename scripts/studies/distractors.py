@@ -19,7 +19,6 @@ contributing edge leaves, read from its model.pt the same way (kanx.kan.structur
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -30,6 +29,7 @@ from kanx.cli import ArgumentParser, at_least, prog
 from kanx.errors import ConfigError, StorageError, report
 from kanx.kan.structure import model_used_inputs
 from kanx.load import load_run
+from kanx.record import Record
 
 DATASETS = ("nguyen_f9", "nguyen_f10")
 CONDITIONS = ("EFX", "EFXI")
@@ -65,7 +65,7 @@ def finished(root: Path, k: int):
     for path in sorted(root.rglob(vocab.RECORD)):
         if not (path.parent / vocab.DONE).exists():
             continue
-        record = json.loads(path.read_text())
+        record = Record.read(path.parent).fields
         dataset = record.get("config", {}).get("dataset", {})
         if record.get("dataset") in DATASETS and dataset.get("distractors", 0) == k and record.get("status") in vocab.USABLE_STATUSES:
             yield path.parent, record

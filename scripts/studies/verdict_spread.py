@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from kanx import records
+from kanx.record import Record
 from kanx.verdicts import RTOL, exact_or_tolerance
 
 # Another CPU, as this one can play it: torch's own kernels (ATEN_CPU_CAPABILITY) and MKL's
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     runs = [str(r) for r in sample(a.roots, a.per_dataset, a.seed)]
     if not runs:
         ap.error(f"no finished run with {records.MODEL} under {', '.join(map(str, a.roots))}")
-    machines = {"recorded": {r: json.loads((Path(r) / records.RECORD).read_text())["metrics"] for r in runs}}
+    machines = {"recorded": {r: Record.read(Path(r)).fields["metrics"] for r in runs}}
     cache = json.loads(a.cache.read_text()) if a.cache and a.cache.exists() else {}
     for cap, variables in CAPABILITIES.items():
         todo = [r for r in runs if r not in cache.get(cap, {})]
