@@ -17,13 +17,13 @@ file says. Only record.json of the Baseline and F runs is read.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kanx.record import Record
 from kanx.records import DONE, RECORD
 from kanx.vocab import RECORD_ROLLOUT
 
@@ -80,7 +80,7 @@ def record_ladders(results: Path, dataset: str, condition: str) -> dict[int, dic
     for path in sorted((results / dataset / condition).glob(f"*/*/{RECORD}")):
         if not (path.parent / DONE).exists():
             continue
-        record = json.loads(path.read_text())
+        record = Record.read(path.parent).fields
         curve = (record.get("metrics") or {}).get(RECORD_ROLLOUT)
         if record.get("status") != "ok" or not curve:
             continue

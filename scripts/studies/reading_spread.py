@@ -49,6 +49,7 @@ from kanx.data.dynamics import rollout_plan
 from kanx.data.metrics import overlapping_rollout_rmse, rollout_rmse, rollout_rungs
 from kanx.evaluate import _score_model, one_thread
 from kanx.load import load_run, rebuild_dataset
+from kanx.record import Record
 from kanx.records import MODEL
 from kanx.vocab import RECORD_ROLLOUT
 
@@ -60,7 +61,7 @@ NATIVE, RECORD = "native", "record"
 def run_dirs(results: Path, dataset: str, condition: str) -> list[Path]:
     """The condition's run folders with weights, in seed order."""
     runs = [p.parent for p in (results / dataset / condition).glob(f"*/*/{MODEL}")]
-    return sorted(runs, key=lambda p: json.loads((p / "record.json").read_text())["seed"])
+    return sorted(runs, key=lambda p: Record.read(p).fields["seed"])
 
 
 def rung_name(h: int, n_test: int) -> str:
