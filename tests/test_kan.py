@@ -1,13 +1,17 @@
 """The gated multi-exit KAN core against closed forms and the paper's architecture facts."""
 
+import ast
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from kanx.kan import gates
-from kanx.kan.kernels import _dense_scatter, _planes, kan_matmul, local_planes
+from kanx.kan.basis import local_planes
+from kanx.kan.kernels import _dense_scatter, _planes, kan_matmul
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity, complexity_scale, data_loss, exit_mse
 from kanx.kan.spline import _cox_de_boor, adaptive_grid, bspline_basis, fit_coefficients, spline_values, uniform_grid
@@ -240,7 +244,7 @@ def _dense_reference(x, grid, w, K):
 
 
 def local_basis(x, grid, K, with_derivative=False):
-    """kernels.local_planes for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with j (M, B, I) and N, dN
+    """basis.local_planes for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with j (M, B, I) and N, dN
     stacked on a last axis (M, B, I, K+1): N[..., r] = B_{j-K+r}(x)."""
     j, N, dN, _, _ = local_planes(x.transpose(1, 2), grid, K, with_derivative)
     return j.transpose(1, 2), torch.stack(N, -1).transpose(1, 2), (torch.stack(dN, -1).transpose(1, 2) if dN is not None else None)
@@ -448,3 +452,16 @@ def test_complexity_scale_reads_n_as_documented():
     assert complexity_scale("plain", 824, 64) == 1.0
     with pytest.raises(ValueError, match="'bic' is not one of mdl, mdl_batch, plain"):
         complexity_scale("bic", 824, 64)
+
+
+def _kanx_imports(module: str) -> set[str]:
+    """The kanx modules that ``module``'s source imports (at any level of its body)."""
+    tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    return {n for n in names if n.startswith("kanx")}
+
+
+def test_the_reference_maths_does_not_import_the_fast_kernels():
+    """tests/test_kan.py checks the kernels against kanx.kan.spline: the reference must not be built on them."""
+    assert "kanx.kan.kernels" not in _kanx_imports("kanx.kan.spline")
