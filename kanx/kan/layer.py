@@ -23,6 +23,7 @@ class KANLayer(nn.Module):
     y[m,b,o] = sum_i z[m,i,o] * (scale_base * silu(x_i) + scale_sp * sum_c coef_c B_c(x_i))
     """
 
+    grid: torch.Tensor  # (M, I, T) knots, a buffer
 
     def __init__(self, M: int, in_features: int, out_features: int, spec: KANSpec, dtype=torch.float32):
         super().__init__()
@@ -45,11 +46,11 @@ class KANLayer(nn.Module):
         minimum-norm least-squares solution; scale_base = mu/sqrt(I) + sigma U(-1,1)/sqrt(I);
         scale_sp = 1/sqrt(I)."""
         M, I, O = self.scale_base.shape
-        noise, base = [], []
+        draws, base = [], []
         for g in generators:
-            noise.append((torch.rand(self.G + 1, I, O, generator=g, dtype=torch.float64) - 0.5) * spec.noise_scale / self.G)
+            draws.append((torch.rand(self.G + 1, I, O, generator=g, dtype=torch.float64) - 0.5) * spec.noise_scale / self.G)
             base.append(torch.rand(I, O, generator=g, dtype=torch.float64) * 2 - 1)
-        noise = torch.stack(noise)  # (M, G+1, I, O): values at the knots
+        noise = torch.stack(draws)  # (M, G+1, I, O): values at the knots
         knots = self.grid[..., self.K : -self.K].to(torch.float64).permute(0, 2, 1)  # (M, G+1, I)
         coef = fit_coefficients(knots, noise, self.grid, self.K)
         self.coef.copy_(coef)
