@@ -465,3 +465,24 @@ def _kanx_imports(module: str) -> set[str]:
 def test_the_reference_maths_does_not_import_the_fast_kernels():
     """tests/test_kan.py checks the kernels against kanx.kan.spline: the reference must not be built on them."""
     assert "kanx.kan.kernels" not in _kanx_imports("kanx.kan.spline")
+
+
+def test_the_model_imports_nothing_of_kanx_but_kanx_kan():
+    """GatedKAN takes its noise already split by purpose (MemberLayout.split_noise): it does not
+    know how the training noise is drawn (kanx.draws) or anything else outside the model."""
+    assert {m for m in _kanx_imports("kanx.kan.network") if not m.startswith("kanx.kan.")} == set()
+
+
+def test_the_model_and_its_layers_refuse_inputs_and_gates_of_the_wrong_shape():
+    model = GatedKAN(KANSpec((2, 3, 1)), Condition.from_name("EFX"), seeds=[0, 1, 2])
+    x, gates = torch.rand(3, 8, 2), model.inference_gates()
+    assert model(x, gates).shape == (3, 2, 8, 1)
+    with pytest.raises(AssertionError, match=r"inputs \(1, 8, 2\) are not \(M=3, B, n_0=2\)"):
+        model(x[:1], gates)  # one member's inputs for three
+    with pytest.raises(AssertionError, match=r"gates \(3, 12\) are not \(M=3, n_edges=13\)"):
+        model(x, gates[:, 1:])
+    stage, z = model.stages[0], model.split_edges(gates)[0]
+    with pytest.raises(AssertionError, match=r"inputs \(3, 8, 1\) are not \(M=3, B, I=2\)"):
+        stage(x[..., :1], z)
+    with pytest.raises(AssertionError, match=r"gates \(1, 2, 4\) are not \(M=3, I=2, O=4\)"):
+        stage(x, z[:1])

@@ -65,6 +65,9 @@ class KANLayer(nn.Module):
         the features from the K+1 B-splines that are nonzero at each input, the input gradient
         from their K+1 derivatives).
         """
+        M, I, O = self.scale_base.shape
+        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == I, f"inputs {tuple(x.shape)} are not (M={M}, B, I={I})"
+        assert gate.shape == (M, I, O), f"gates {tuple(gate.shape)} are not (M={M}, I={I}, O={O})"
         w = torch.cat([(gate * self.scale_base).unsqueeze(1), (gate * self.scale_sp).unsqueeze(1) * self.coef.permute(0, 3, 1, 2)], dim=1)  # (M, 1+C, I, O)
         return kan_matmul(x, self.grid, w, self.K, self.compiled and torch.is_grad_enabled())
 

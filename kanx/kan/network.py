@@ -280,6 +280,7 @@ class GatedKAN(nn.Module):
         Stage k is the gated layer of Eq. (gated-layer-update) (the egates given, node gates folded in: GatedKAN.sample_gates) on x_cat^(k):
         its columns are the next trunk layer x^(k+1) and exit head k's output y^(k). Without F
         and X this is the composition of Eq. (kan-full-composition), with y^(L-1) the output."""
+        self._check_shapes(x, gates)
         outputs, trunk = [], [x]
         for k, (stage, z) in enumerate(zip(self.stages, self.split_edges(gates), strict=True)):
             y = stage(self._stage_input(trunk), z)  # (M, B, trunk_k + head_k): [x^(k+1) | y^(k)]
@@ -288,6 +289,13 @@ class GatedKAN(nn.Module):
             if self.head_out[k]:
                 outputs.append(y[..., self.trunk_out[k] :])
         return torch.stack(outputs, dim=1)
+
+    def _check_shapes(self, x: torch.Tensor, gates: torch.Tensor) -> None:
+        """x (M, B, n_0) and gates (M, n_edges), or an AssertionError naming the shape that is not:
+        a wrong shape would otherwise broadcast, or fail deep in a stage with no word of why."""
+        M, n0 = self.M, self.width[0]
+        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == n0, f"inputs {tuple(x.shape)} are not (M={M}, B, n_0={n0})"
+        assert gates.shape == (M, self.n_edges), f"gates {tuple(gates.shape)} are not (M={M}, n_edges={self.n_edges})"
 
     def sample(self, x: torch.Tensor, noise: StepNoise, tau: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One stochastic pass of training ("Training and inference"): egates z~ sampled from
