@@ -384,10 +384,12 @@ class Trainer:
         """Resume from per-member checkpoints (member_slice) taken at the same epoch."""
         states = [s for s in checkpointed if s is not None]
         if len(states) < len(checkpointed):
-            raise ValueError(f"{len(checkpointed) - len(states)} of {len(checkpointed)} checkpoints hold no trainer state to resume from")
+            missing = len(checkpointed) - len(states)
+            raise ValueError(f"{missing} of {len(checkpointed)} checkpoints hold no trainer state to resume from")
         epochs = {s["epoch"] for s in states}
         assert len(epochs) == 1, f"members of a pack resume from one epoch, got {sorted(epochs)}"
-        self.model.members.load_checkpoint_parts(self.model, self.optimizer.state, self.optimizer.param_groups[0]["params"], states)
+        params = self.optimizer.param_groups[0]["params"]
+        self.model.members.load_checkpoint_parts(self.model, self.optimizer.state, params, states)
         self.alive = torch.tensor([s["alive"] for s in states])
         self.epoch, self.steps = states[0]["epoch"], states[0]["steps"]
         self.train_seconds = self.resumed_train_seconds = max(s["train_seconds"] for s in states)

@@ -67,7 +67,8 @@ def test_the_member_layout_says_what_is_whose_and_adds_nothing_to_the_state():
     assert not any(k.startswith("members.") for k in model.state_dict())
     for m, c in enumerate(conditions):
         alone = GatedKAN(SPEC, c, seeds=[m])
-        assert int(own.own_edges[m].sum()) == alone.n_edges and model.members.member_state_dict(model.state_dict(), m).keys() == alone.state_dict().keys()
+        assert int(own.own_edges[m].sum()) == alone.n_edges
+        assert model.members.member_state_dict(model.state_dict(), m).keys() == alone.state_dict().keys()
         assert int((own.egate_index[m] >= 0).sum()) == (alone.n_edges if c.edge_gates else 0)
         assert int((own.exit_index[m] >= 0).sum()) == (alone.L if c.exits else 0)
         assert (bool(own.has_edge_gates[m]), bool(own.has_exits[m])) == (c.edge_gates, c.exits)

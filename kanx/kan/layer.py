@@ -48,7 +48,8 @@ class KANLayer(nn.Module):
         M, I, O = self.scale_base.shape
         draws, base = [], []
         for g in generators:
-            draws.append((torch.rand(self.G + 1, I, O, generator=g, dtype=torch.float64) - 0.5) * spec.noise_scale / self.G)
+            knot_values = torch.rand(self.G + 1, I, O, generator=g, dtype=torch.float64)
+            draws.append((knot_values - 0.5) * spec.noise_scale / self.G)
             base.append(torch.rand(I, O, generator=g, dtype=torch.float64) * 2 - 1)
         noise = torch.stack(draws)  # (M, G+1, I, O): values at the knots
         knots = self.grid[..., self.K : -self.K].to(torch.float64).permute(0, 2, 1)  # (M, G+1, I)
@@ -66,7 +67,8 @@ class KANLayer(nn.Module):
         from their K+1 derivatives).
         """
         M, I, O = self.scale_base.shape
-        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == I, f"inputs {tuple(x.shape)} are not (M={M}, B, I={I})"
+        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == I, \
+            f"inputs {tuple(x.shape)} are not (M={M}, B, I={I})"
         assert gate.shape == (M, I, O), f"gates {tuple(gate.shape)} are not (M={M}, I={I}, O={O})"
         w = torch.cat([(gate * self.scale_base).unsqueeze(1), (gate * self.scale_sp).unsqueeze(1) * self.coef.permute(0, 3, 1, 2)], dim=1)  # (M, 1+C, I, O)
         return kan_matmul(x, self.grid, w, self.K, self.compiled and torch.is_grad_enabled())

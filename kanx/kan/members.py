@@ -117,7 +117,8 @@ class MemberLayout(nn.Module):
             fc = torch.zeros(n_in, dtype=dtype)
             fc[: n_in - width[k]] = 1.0
             fc_masks.append(fc)
-        self.register_buffer("fc_input", torch.cat([fc.repeat_interleave(o) for fc, (_, o) in zip(fc_masks, self.edge_shapes, strict=True)]), persistent=False)
+        fc_input = torch.cat([fc.repeat_interleave(o) for fc, (_, o) in zip(fc_masks, self.edge_shapes, strict=True)])
+        self.register_buffer("fc_input", fc_input, persistent=False)
         if self.mixed:
             # Which edges exist for whom, and who has E and X.
             own = torch.zeros(self.M, self.n_edges, dtype=dtype)
@@ -244,7 +245,8 @@ class MemberLayout(nn.Module):
         return {n: self.member_tensor(n, state[n], m).detach().clone() for n in self.member_names(list(state), m)}
 
     @torch.no_grad()
-    def load_member_state_dict(self, state: Mapping[str, torch.Tensor], m: int, own: Mapping[str, torch.Tensor]) -> None:
+    def load_member_state_dict(self, state: Mapping[str, torch.Tensor], m: int,
+                               own: Mapping[str, torch.Tensor]) -> None:
         """Write member m's own-condition state ``own`` into its slices of the pack's ``state``
         (a state dict, whose tensors are the model's)."""
         for n in self.member_names(list(state), m):
@@ -275,8 +277,10 @@ class MemberLayout(nn.Module):
         for j, name in enumerate(self.member_names(param_names, m, params_only=True)):
             st = optimizer_state.get(param_names.index(name))
             if st:
-                optimizer[j] = {"step": _own_copy(st["step"]), **{k: _own_copy(self.member_tensor(name, st[k], m)) for k in MOMENTS}}
-        model = {name: _own_copy(self.member_tensor(name, model_state[name], m)) for name in self.member_names(list(model_state), m)}
+                moments = {k: _own_copy(self.member_tensor(name, st[k], m)) for k in MOMENTS}
+                optimizer[j] = {"step": _own_copy(st["step"]), **moments}
+        names = self.member_names(list(model_state), m)
+        model = {name: _own_copy(self.member_tensor(name, model_state[name], m)) for name in names}
         return {"model": model, "optimizer": optimizer}
 
     def load_checkpoint_parts(self, model: nn.Module, optimizer_state: dict, params: Sequence[torch.Tensor],
@@ -291,7 +295,7 @@ class MemberLayout(nn.Module):
         if not steps:
             return
         for p in params:  # Adam's step count is the pack's number of steps, the same for every parameter
-            optimizer_state[p] = {"step": steps[0].clone(), "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+            optimizer_state[p] = {"step": steps[0].clone(), **{k: torch.zeros_like(p) for k in MOMENTS}}
         named = dict(model.named_parameters())
         for m, part in enumerate(parts):
             for j, name in enumerate(self.member_names(list(named), m, params_only=True)):

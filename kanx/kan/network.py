@@ -294,10 +294,12 @@ class GatedKAN(nn.Module):
         """x (M, B, n_0) and gates (M, n_edges), or an AssertionError naming the shape that is not:
         a wrong shape would otherwise broadcast, or fail deep in a stage with no word of why."""
         M, n0 = self.M, self.width[0]
-        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == n0, f"inputs {tuple(x.shape)} are not (M={M}, B, n_0={n0})"
+        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == n0, \
+            f"inputs {tuple(x.shape)} are not (M={M}, B, n_0={n0})"
         assert gates.shape == (M, self.n_edges), f"gates {tuple(gates.shape)} are not (M={M}, n_edges={self.n_edges})"
 
-    def sample(self, x: torch.Tensor, noise: StepNoise, tau: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def sample(self, x: torch.Tensor, noise: StepNoise,
+               tau: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One stochastic pass of training ("Training and inference"): egates z~ sampled from
         the step's gate noise, the outputs of every exit through them, and the exit weights
         eta, a Gumbel-softmax sample at temperature tau from its exit noise.

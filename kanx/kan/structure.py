@@ -247,12 +247,16 @@ def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Struc
 
 def model_used_inputs(model: GatedKAN, estimator: str = "threshold") -> list[list[int]]:
     """used_inputs() of every member, under the same conditions as model_structure()."""
-    return [used_inputs(model.width, c.forward, roles) for c, roles in zip(model.members.conditions, model_edge_roles(model, estimator), strict=True)]
+    roles_of = model_edge_roles(model, estimator)
+    return [used_inputs(model.width, c.forward, roles)
+            for c, roles in zip(model.members.conditions, roles_of, strict=True)]
 
 
 def model_hidden_units_kept(model: GatedKAN, estimator: str = "threshold") -> list[int]:
     """hidden_units_kept() of every member, under the same conditions as model_structure()."""
-    return [hidden_units_kept(model.width, c.forward, roles) for c, roles in zip(model.members.conditions, model_edge_roles(model, estimator), strict=True)]
+    roles_of = model_edge_roles(model, estimator)
+    return [hidden_units_kept(model.width, c.forward, roles)
+            for c, roles in zip(model.members.conditions, roles_of, strict=True)]
 
 
 def model_edge_roles(model: GatedKAN, estimator: str = "threshold") -> list[EdgeRoles]:
