@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
@@ -37,7 +38,7 @@ def model_file(state: dict, spec: KANSpec, condition: Condition, seed: int, scal
     }
 
 
-def read_model_file(path: Path) -> dict:
+def read_model_file(path: Path | IO[bytes]) -> dict:
     """model.pt as written by model_file, with spec, condition and scaling rebuilt.
 
     Always torch.load(weights_only=True): tensors and plain data, plus (for format-1 files

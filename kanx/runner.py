@@ -60,7 +60,7 @@ def check_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = N
 
 
 def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = None, group: str = DEFAULT_GROUP,
-             checkpointer: Checkpointer | None = None, checked: Checked | None = None) -> list[dict]:
+             checkpointer: Checkpointer | None = None, checked: Checked | None = None) -> list[dict | None]:
     """Run every job (skipping finished ones) and return the records of all of them.
     ``checkpointer``: the signal handler's, pointed at each pack while it trains; ``checked``:
     what check_jobs returned for these configs, if the caller has checked them already."""
@@ -98,7 +98,7 @@ def make_folder(folder: Path) -> None:
 
 
 def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_root=None, pack_size: int | None = None,
-                group: str = DEFAULT_GROUP, checked: Checked | None = None) -> list[dict]:
+                group: str = DEFAULT_GROUP, checked: Checked | None = None) -> list[dict | None]:
     """What `python -m kanx.train` does with its jobs, for a single run (a sweep of one) as for a
     sweep: SIGTERM or SIGINT checkpoint the pack in training and stop in one line
     (stop_on_signals); every job and the machine are checked before any compute
@@ -204,7 +204,7 @@ class Checkpointer:
 
     def caught_up(self) -> None:
         """The curves hold the rows of the trainer's last epoch: its state is the one to save."""
-        self.state = self.trainer.last_state
+        self.state = self.trainer.last_state if self.trainer is not None else None
 
     def save(self) -> int:
         """Write the checkpoints of the pack in training. Returns the number of runs
@@ -213,7 +213,7 @@ class Checkpointer:
             state = self.state
         else:
             state = self.trainer.last_state if self.trainer is not None else None
-        if not self.jobs or state is None:
+        if not self.jobs or state is None or self.trainer is None:
             return 0
         _write_checkpoints(self.jobs, self.trainer, state)
         if self.curves is not None:
@@ -345,7 +345,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         # The record's metrics are those of model.pt, scored alone (kanx.evaluate.score): the
         # numbers do not depend on the pack, and kanx.evaluate reproduces them bit for bit on this
         # machine (elsewhere within its verdicts' tolerance, kanx.verdicts).
-        saved = model_file(trainer.model.member_state_dict(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
+        saved = model_file(trainer.member_model_state(m), runs[m].model, runs[m].condition, runs[m].seed, scalings[m],
                            runs[m].gate_estimator, datasets[m].input_names, datasets[m].output_names)
         scores = score(read_model_file(io.BytesIO(torch_bytes(saved))), datasets[m])  # model.pt's bytes, read back
         metrics = {k: v for k, v in scores.items() if k not in vocab.RECORD_STRUCTURE}

@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -30,6 +31,9 @@ from kanx.kan.network import Condition, GatedKAN
 from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
 from kanx.kan.structure import model_structure
 from kanx.optim import Adam
+
+if TYPE_CHECKING:
+    from kanx.epoch_graph import EpochGraph
 
 # ------------------------------------------------------------------ schedules
 
@@ -135,7 +139,7 @@ class Trainer:
         self.streams = draws.streams(draws.member_keys(seeds).to(device))
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
-        self.epoch_graph = None  # kanx.epoch_graph.EpochGraph, with train.cuda_graph
+        self.epoch_graph: EpochGraph | None = None  # with train.cuda_graph
         self.epoch = 0  # the next epoch to run
         self.last_state: dict | None = None  # full_state() at the last epoch boundary train() passed: what a signal checkpoints
         self.steps = 0
@@ -174,7 +178,8 @@ class Trainer:
 
     def shuffled(self, perm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's training data (M, N, n_0), (M, N, n_L) in its epoch order ``perm`` (M, N)."""
-        return tuple(torch.gather(t, 1, perm.unsqueeze(-1).expand(-1, -1, t.shape[-1])) for t in (self.x, self.y))
+        x, y = (torch.gather(t, 1, perm.unsqueeze(-1).expand(-1, -1, t.shape[-1])) for t in (self.x, self.y))
+        return x, y
 
     def run_epoch(self) -> Progress:
         """The next epoch: eagerly, or with train.cuda_graph as a chunk of one (run_epochs)."""
@@ -217,12 +222,12 @@ class Trainer:
         ``alive`` (M,) frozen; Adam. ``beta`` (M,); ``tau`` the epoch's tau_x. Returns (L, L_data)
         (M,), detached."""
         model = self.model
-        out, eta = model.sample(xb, u, tau)  # (M, E, B, P), (M, L) or None
+        out, eta = model.sample(xb, model.members.split_noise(u), tau)  # (M, E, B, P), (M, L) or None
         data = data_loss(out, yb, eta)
         loss = data
         if self.condition.beta_acts:
             with_lc = total_loss(data, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
-            loss = torch.where(self.uses_lc, with_lc, data) if model.mixed else with_lc
+            loss = torch.where(self.uses_lc, with_lc, data) if model.members.mixed else with_lc
         self.optimizer.zero_grad()
         loss.sum().backward()
         self._freeze(alive)
@@ -357,50 +362,36 @@ class Trainer:
         """Member m's slice of the state now."""
         return self.member_slice(self.full_state(), m)
 
+    def member_model_state(self, m: int) -> dict[str, torch.Tensor]:
+        """Member m's model state now, as a model of its own condition with M = 1 would hold it."""
+        return self.model.members.member_state_dict(self.model.state_dict(), m)
+
     def member_slice(self, state: dict, m: int) -> dict:
         """Member m's slice of a full_state(), in the layout of a model of its own condition
-        (what its checkpoint file holds, so it resumes in a pack of any make-up).
-        ``optimizer`` is keyed by the position of the parameter in that model."""
-        model, names = self.model, [n for n, _ in self.model.named_parameters()]
-        optimizer = {}
-        for j, name in enumerate(model.member_names(m, params_only=True)):
-            st = state["optimizer"].get(names.index(name))
-            if st:
-                optimizer[j] = {"step": _own_copy(st["step"]), **{k: _own_copy(model.members.member_tensor(name, st[k], m)) for k in ("exp_avg", "exp_avg_sq")}}
+        (what its checkpoint file holds, so it resumes in a pack of any make-up; the layout's
+        checkpoint_part)."""
+        names = [n for n, _ in self.model.named_parameters()]
+        part = self.model.members.checkpoint_part(state["model"], names, state["optimizer"], m)
         return {
             "epoch": state["epoch"],
             "steps": state["steps"],
             "train_seconds": state["train_seconds"],
             "alive": bool(state["alive"][m]),
-            "model": {name: _own_copy(model.members.member_tensor(name, state["model"][name], m)) for name in model.member_names(m)},
-            "optimizer": optimizer,
+            **part,
         }
 
-    def load_member_states(self, states: Sequence[dict]) -> None:
+    def load_member_states(self, checkpointed: Sequence[dict | None]) -> None:
         """Resume from per-member checkpoints (member_slice) taken at the same epoch."""
+        states = [s for s in checkpointed if s is not None]
+        if len(states) < len(checkpointed):
+            missing = len(checkpointed) - len(states)
+            raise ValueError(f"{missing} of {len(checkpointed)} checkpoints hold no trainer state to resume from")
         epochs = {s["epoch"] for s in states}
         assert len(epochs) == 1, f"members of a pack resume from one epoch, got {sorted(epochs)}"
-        model = self.model
-        for m, s in enumerate(states):
-            model.load_member_state_dict(m, s["model"])
-        steps = [st["step"] for s in states for st in s["optimizer"].values()]
-        if steps:  # Adam's step count is the pack's number of steps, the same for every parameter
-            for p in self.optimizer.param_groups[0]["params"]:
-                self.optimizer.state[p] = {"step": steps[0].clone(), "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
-            params = dict(model.named_parameters())
-            for m, s in enumerate(states):
-                for j, name in enumerate(model.member_names(m, params_only=True)):
-                    if j in s["optimizer"]:
-                        st = self.optimizer.state[params[name]]
-                        for k in ("exp_avg", "exp_avg_sq"):
-                            model.members.set_member_tensor(name, st[k], m, s["optimizer"][j][k])
+        params = self.optimizer.param_groups[0]["params"]
+        self.model.members.load_checkpoint_parts(self.model, self.optimizer.state, params, states)
         self.alive = torch.tensor([s["alive"] for s in states])
         self.epoch, self.steps = states[0]["epoch"], states[0]["steps"]
         self.train_seconds = self.resumed_train_seconds = max(s["train_seconds"] for s in states)
         self.model.fc_enabled = self.condition.forward and fc_active(self.epoch, self.train_cfg.fc_warmup)
 
-
-def _own_copy(t: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor with storage of its own. A slice of a pack tensor is a view, and
-    torch.save writes a view's whole storage: every member's checkpoint held the whole pack."""
-    return t.detach().to("cpu", copy=True)

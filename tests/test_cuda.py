@@ -86,7 +86,7 @@ def test_graph_replay_follows_the_eager_cuda_step(condition):
     eager, graph = trained(runs, x, y, CUDA), trained(graphed(runs), x, y, CUDA)
     assert graph.epoch_graph.capture and len(graph.epoch_graph.graphs) == (2 if condition != "Baseline" else 1)  # FC off and on
     for m in range(len(runs)):
-        a, b = eager.model.member_state_dict(m), graph.model.member_state_dict(m)
+        a, b = eager.member_model_state(m), graph.member_model_state(m)
         for name in a:
             assert torch.allclose(a[name], b[name], rtol=1e-4, atol=1e-5), (m, name, (a[name] - b[name]).abs().max().item())
 

@@ -14,7 +14,7 @@ from kanx.trainer import Trainer
 def assert_close(a: Trainer, b: Trainer) -> None:
     assert a.steps == b.steps and a.alive.tolist() == b.alive.tolist()
     for m in range(a.M):
-        sa, sb = a.model.member_state_dict(m), b.model.member_state_dict(m)
+        sa, sb = a.member_model_state(m), b.member_model_state(m)
         for name in sa:
             assert torch.allclose(sa[name], sb[name], rtol=1e-5, atol=1e-6, equal_nan=True), (m, name, (sa[name] - sb[name]).abs().max())
 

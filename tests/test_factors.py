@@ -187,7 +187,7 @@ def test_a_mixed_pack_with_the_new_factors_follows_each_members_lone_trajectory(
     runs = [run(c, seed, 0.2, costs) if Condition.from_name(c).beta_acts else run(c, seed, 0.0, costs) for seed, c in enumerate(names)]
     x, y = toy_data(len(runs))
     mixed = trained(runs, x, y)
-    assert mixed.model.mixed and mixed.condition.name == "EFXNI"
+    assert mixed.model.members.mixed and mixed.condition.name == "EFXNI"
     x_test, _ = toy_data(len(runs), N=64, seed=1)
     pred, structures = mixed.predict(x_test), mixed.structures()
     for m, r in enumerate(runs):
@@ -195,7 +195,7 @@ def test_a_mixed_pack_with_the_new_factors_follows_each_members_lone_trajectory(
         assert_same_member(mixed, m, alone, r.condition.name)
         assert torch.allclose(pred[m], alone.predict(x_test[m : m + 1])[0], rtol=1e-5, atol=1e-6), r.condition.name
         assert structures[m] == alone.structures()[0], r.condition.name
-        assert ("node_alpha" in alone.model.member_state_dict(0)) == r.condition.node_gated
+        assert ("node_alpha" in alone.member_model_state(0)) == r.condition.node_gated
 
 
 def test_node_gates_learn_and_paper_members_keep_no_node_state():
@@ -207,7 +207,7 @@ def test_node_gates_learn_and_paper_members_keep_no_node_state():
     start = GatedKAN(KANSpec((2, 3, 3, 1)), Condition.from_name("EFXI"), seeds=[0]).node_alpha[0]
     moved = pack.model.node_alpha[0]
     assert not torch.equal(moved[:2], start[:2]) and torch.equal(moved[2:], start[2:])  # only the gated nodes learn
-    assert "node_alpha" in pack.model.member_state_dict(0) and "node_alpha" not in pack.model.member_state_dict(1)
+    assert "node_alpha" in pack.member_model_state(0) and "node_alpha" not in pack.member_model_state(1)
 
 
 # ---------------------------------------------------------------- the distractor study (smoke scale)

@@ -1,13 +1,17 @@
 """The gated multi-exit KAN core against closed forms and the paper's architecture facts."""
 
+import ast
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from kanx.kan import gates
-from kanx.kan.kernels import _dense_scatter, _planes, kan_matmul, local_planes
+from kanx.kan.basis import local_planes
+from kanx.kan.kernels import _dense_scatter, _planes, kan_matmul
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity, complexity_scale, data_loss, exit_mse
 from kanx.kan.spline import _cox_de_boor, adaptive_grid, bspline_basis, fit_coefficients, spline_values, uniform_grid
@@ -240,7 +244,7 @@ def _dense_reference(x, grid, w, K):
 
 
 def local_basis(x, grid, K, with_derivative=False):
-    """kernels.local_planes for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with j (M, B, I) and N, dN
+    """basis.local_planes for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with j (M, B, I) and N, dN
     stacked on a last axis (M, B, I, K+1): N[..., r] = B_{j-K+r}(x)."""
     j, N, dN, _, _ = local_planes(x.transpose(1, 2), grid, K, with_derivative)
     return j.transpose(1, 2), torch.stack(N, -1).transpose(1, 2), (torch.stack(dN, -1).transpose(1, 2) if dN is not None else None)
@@ -448,3 +452,37 @@ def test_complexity_scale_reads_n_as_documented():
     assert complexity_scale("plain", 824, 64) == 1.0
     with pytest.raises(ValueError, match="'bic' is not one of mdl, mdl_batch, plain"):
         complexity_scale("bic", 824, 64)
+
+
+def _kanx_imports(module: str) -> set[str]:
+    """The kanx modules that ``module``'s source imports (at any level of its body)."""
+    tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    return {n for n in names if n.startswith("kanx")}
+
+
+def test_the_reference_maths_does_not_import_the_fast_kernels():
+    """tests/test_kan.py checks the kernels against kanx.kan.spline: the reference must not be built on them."""
+    assert "kanx.kan.kernels" not in _kanx_imports("kanx.kan.spline")
+
+
+def test_the_model_imports_nothing_of_kanx_but_kanx_kan():
+    """GatedKAN takes its noise already split by purpose (MemberLayout.split_noise): it does not
+    know how the training noise is drawn (kanx.draws) or anything else outside the model."""
+    assert {m for m in _kanx_imports("kanx.kan.network") if not m.startswith("kanx.kan.")} == set()
+
+
+def test_the_model_and_its_layers_refuse_inputs_and_gates_of_the_wrong_shape():
+    model = GatedKAN(KANSpec((2, 3, 1)), Condition.from_name("EFX"), seeds=[0, 1, 2])
+    x, gates = torch.rand(3, 8, 2), model.inference_gates()
+    assert model(x, gates).shape == (3, 2, 8, 1)
+    with pytest.raises(AssertionError, match=r"inputs \(1, 8, 2\) are not \(M=3, B, n_0=2\)"):
+        model(x[:1], gates)  # one member's inputs for three
+    with pytest.raises(AssertionError, match=r"gates \(3, 12\) are not \(M=3, n_edges=13\)"):
+        model(x, gates[:, 1:])
+    stage, z = model.stages[0], model.split_edges(gates)[0]
+    with pytest.raises(AssertionError, match=r"inputs \(3, 8, 1\) are not \(M=3, B, I=2\)"):
+        stage(x[..., :1], z)
+    with pytest.raises(AssertionError, match=r"gates \(1, 2, 4\) are not \(M=3, I=2, O=4\)"):
+        stage(x, z[:1])

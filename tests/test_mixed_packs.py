@@ -23,8 +23,8 @@ def run(condition: str, seed: int, beta: float, epochs: int = 6) -> RunConfig:
 
 
 def assert_same_member(mixed: Trainer, m: int, alone: Trainer, what: str) -> None:
-    own = mixed.model.member_state_dict(m)
-    ref = alone.model.member_state_dict(0)
+    own = mixed.member_model_state(m)
+    ref = alone.member_model_state(0)
     assert own.keys() == ref.keys(), what
     for name in ref:
         assert torch.allclose(own[name], ref[name], rtol=1e-5, atol=1e-6), f"{what}: {name} differs by {(own[name] - ref[name]).abs().max():.3g}"
@@ -40,13 +40,13 @@ def test_all_eight_conditions_in_one_pack_follow_their_lone_trajectories():
     runs = mixed_runs()
     x, y = toy_data(len(runs))
     mixed = trained(runs, x, y)
-    assert mixed.model.mixed and mixed.condition.name == "EFX"
+    assert mixed.model.members.mixed and mixed.condition.name == "EFX"
     x_test, _ = toy_data(len(runs), N=64, seed=1)
     mixed_pred = mixed.predict(x_test)
     structures = mixed.structures()
     for m, r in enumerate(runs):
         alone = trained([r], x[m : m + 1], y[m : m + 1])
-        assert not alone.model.mixed and alone.condition == r.condition
+        assert not alone.model.members.mixed and alone.condition == r.condition
         assert_same_member(mixed, m, alone, r.condition.name)
         assert torch.allclose(mixed_pred[m], alone.predict(x_test[m : m + 1])[0], rtol=1e-5, atol=1e-6), r.condition.name
         assert structures[m] == alone.structures()[0], r.condition.name
@@ -55,7 +55,7 @@ def test_all_eight_conditions_in_one_pack_follow_their_lone_trajectories():
 def test_a_one_condition_pack_is_built_exactly_as_before():
     runs = [run("EX", s, 0.1) for s in range(3)]
     model = Trainer(runs, *toy_data(3), 128, torch.device("cpu")).model
-    assert not model.mixed and model.n_edges == 2 * (3 + 1) + 3 * (3 + 1) + 3 * 1  # no FC edges
+    assert not model.members.mixed and model.n_edges == 2 * (3 + 1) + 3 * (3 + 1) + 3 * 1  # no FC edges
     assert not hasattr(model.members, "own_edges") and not hasattr(model.members, "has_exits")
 
 
@@ -67,7 +67,8 @@ def test_the_member_layout_says_what_is_whose_and_adds_nothing_to_the_state():
     assert not any(k.startswith("members.") for k in model.state_dict())
     for m, c in enumerate(conditions):
         alone = GatedKAN(SPEC, c, seeds=[m])
-        assert int(own.own_edges[m].sum()) == alone.n_edges and model.member_state_dict(m).keys() == alone.state_dict().keys()
+        assert int(own.own_edges[m].sum()) == alone.n_edges
+        assert model.members.member_state_dict(model.state_dict(), m).keys() == alone.state_dict().keys()
         assert int((own.egate_index[m] >= 0).sum()) == (alone.n_edges if c.edge_gates else 0)
         assert int((own.exit_index[m] >= 0).sum()) == (alone.L if c.exits else 0)
         assert (bool(own.has_edge_gates[m]), bool(own.has_exits[m])) == (c.edge_gates, c.exits)
@@ -93,7 +94,7 @@ def test_member_checkpoints_are_in_their_own_layout_and_resume_in_any_pack():
         resumed.load_member_states([states[m] for m in members])
         resumed.train()
         for i, m in enumerate(members):
-            own, ref = resumed.model.member_state_dict(i), full.model.member_state_dict(m)
+            own, ref = resumed.member_model_state(i), full.member_model_state(m)
             for name in ref:
                 assert torch.allclose(own[name], ref[name], rtol=1e-5, atol=1e-6), (runs[m].condition.name, name)
 
@@ -102,7 +103,7 @@ def test_members_without_gates_keep_them_frozen_open():
     runs = mixed_runs()
     mixed = trained(runs, *toy_data(len(runs)))
     for m, r in enumerate(runs):
-        state = mixed.model.member_state_dict(m)
+        state = mixed.member_model_state(m)
         if not r.condition.edge_gates:
             assert torch.all(state["alpha"] == 20.0), r.condition.name
         if not r.condition.exits:

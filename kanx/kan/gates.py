@@ -53,7 +53,7 @@ def deterministic_gate(alpha: torch.Tensor, estimator: str = "threshold") -> tor
     raise ValueError(f"gate estimator {estimator!r} is not one of 'threshold', 'louizos'")
 
 
-def gumbel_softmax(logits: torch.Tensor, u: torch.Tensor, tau: float) -> torch.Tensor:
+def gumbel_softmax(logits: torch.Tensor, u: torch.Tensor, tau: float | torch.Tensor) -> torch.Tensor:
     """eta = softmax((log pi + g) / tau), g = -log(-log u) ~ Gumbel(0, 1) (Eq. for eta).
 
     logits: (M, L) unnormalized exit logits; log pi = log_softmax(logits).

@@ -23,6 +23,7 @@ class KANLayer(nn.Module):
     y[m,b,o] = sum_i z[m,i,o] * (scale_base * silu(x_i) + scale_sp * sum_c coef_c B_c(x_i))
     """
 
+    grid: torch.Tensor  # (M, I, T) knots, a buffer
 
     def __init__(self, M: int, in_features: int, out_features: int, spec: KANSpec, dtype=torch.float32):
         super().__init__()
@@ -45,11 +46,12 @@ class KANLayer(nn.Module):
         minimum-norm least-squares solution; scale_base = mu/sqrt(I) + sigma U(-1,1)/sqrt(I);
         scale_sp = 1/sqrt(I)."""
         M, I, O = self.scale_base.shape
-        noise, base = [], []
+        draws, base = [], []
         for g in generators:
-            noise.append((torch.rand(self.G + 1, I, O, generator=g, dtype=torch.float64) - 0.5) * spec.noise_scale / self.G)
+            knot_values = torch.rand(self.G + 1, I, O, generator=g, dtype=torch.float64)
+            draws.append((knot_values - 0.5) * spec.noise_scale / self.G)
             base.append(torch.rand(I, O, generator=g, dtype=torch.float64) * 2 - 1)
-        noise = torch.stack(noise)  # (M, G+1, I, O): values at the knots
+        noise = torch.stack(draws)  # (M, G+1, I, O): values at the knots
         knots = self.grid[..., self.K : -self.K].to(torch.float64).permute(0, 2, 1)  # (M, G+1, I)
         coef = fit_coefficients(knots, noise, self.grid, self.K)
         self.coef.copy_(coef)
@@ -64,6 +66,10 @@ class KANLayer(nn.Module):
         the features from the K+1 B-splines that are nonzero at each input, the input gradient
         from their K+1 derivatives).
         """
+        M, I, O = self.scale_base.shape
+        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == I, \
+            f"inputs {tuple(x.shape)} are not (M={M}, B, I={I})"
+        assert gate.shape == (M, I, O), f"gates {tuple(gate.shape)} are not (M={M}, I={I}, O={O})"
         w = torch.cat([(gate * self.scale_base).unsqueeze(1), (gate * self.scale_sp).unsqueeze(1) * self.coef.permute(0, 3, 1, 2)], dim=1)  # (M, 1+C, I, O)
         return kan_matmul(x, self.grid, w, self.K, self.compiled and torch.is_grad_enabled())
 

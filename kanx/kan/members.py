@@ -19,6 +19,12 @@ from the model's equations (kanx.kan.network):
     (``node_own``), and the source and target node of every edge (``edge_src``,
     ``edge_dst``), so that an edge's effective gate is its own times its nodes'.
 
+It also owns the members' state: each member's initialization as a model of its own
+condition (``initialize``), its own-layout slice of the pack's parameters and Adam moments
+(``member_state_dict``, ``checkpoint_part``) and their loading (``load_checkpoint_parts``),
+and the split of a step's noise vector by purpose (``split_noise``, a StepNoise): the model
+(kanx.kan.network) takes its noise already split and knows no member's slice.
+
 The model and the trainer ask this layout; neither computes a member's slice itself. A new
 mechanism with parameters or noise of its own adds them here (its owner flag, its index,
 its noise slots), next to its equations in the model.
@@ -26,7 +32,8 @@ its noise slots), next to its equations in the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
@@ -36,12 +43,26 @@ from kanx.kan.shapes import stage_shapes
 from kanx.kan.spec import Condition
 from kanx.vocab import FACTOR_FIELDS
 
+if TYPE_CHECKING:
+    from kanx.kan.network import GatedKAN
+
 # Mechanisms whose members are told apart by a per-member flag (Condition's field names);
 # forward connections are told apart by the edge masks instead.
 FLAGGED = ("edge_gates", "exits", "node_gates", "input_gates")
 # A node gate's draw is the egate purpose's (kanx.draws.EGATE) at this index plus the node's id:
 # above every edge index, so a member's egate draws are the same with or without node gates.
 NODE_DRAW_BASE = 1 << 24
+# Adam's moments, sliced per member like the parameter they belong to.
+MOMENTS = ("exp_avg", "exp_avg_sq")
+
+
+class StepNoise(NamedTuple):
+    """A step's uniforms by purpose, in the slots of the pack's layout: ``edges`` (M, n_edges)
+    with E, ``nodes`` (M, n_nodes) with N or I (None without), ``exits`` (M, L), width 0 without X."""
+
+    edges: torch.Tensor | None
+    nodes: torch.Tensor | None
+    exits: torch.Tensor
 
 
 class MemberLayout(nn.Module):
@@ -56,6 +77,23 @@ class MemberLayout(nn.Module):
     ``n_nodes`` (the nodes a gate may sit on: x^(0), ..., x^(L-1), numbered as in
     kanx.kan.structure, inputs first).
     """
+
+    # Buffers (typed here: nn.Module's attribute lookup would say Tensor | Module). own_edges and
+    # has_<flag> exist only in a mixed pack, node_own only where the superset has N or I.
+    fc_input: torch.Tensor
+    own_edges: torch.Tensor
+    has_edge_gates: torch.Tensor
+    has_exits: torch.Tensor
+    has_node_gates: torch.Tensor
+    has_input_gates: torch.Tensor
+    edge_src: torch.Tensor
+    edge_dst: torch.Tensor
+    edge_stage: torch.Tensor
+    edge_head: torch.Tensor
+    node_own: torch.Tensor
+    egate_index: torch.Tensor
+    exit_index: torch.Tensor
+    n_nodes: int
 
     def __init__(self, width: Sequence[int], conditions: Sequence[Condition], dtype=torch.float32):
         super().__init__()
@@ -76,10 +114,11 @@ class MemberLayout(nn.Module):
         # Inputs that arrive through forward connections: all but the stage's own x^(k).
         fc_masks = []
         for k, (n_in, _) in enumerate(self.edge_shapes):
-            m = torch.zeros(n_in, dtype=dtype)
-            m[: n_in - width[k]] = 1.0
-            fc_masks.append(m)
-        self.register_buffer("fc_input", torch.cat([m.repeat_interleave(o) for m, (_, o) in zip(fc_masks, self.edge_shapes, strict=True)]), persistent=False)
+            fc = torch.zeros(n_in, dtype=dtype)
+            fc[: n_in - width[k]] = 1.0
+            fc_masks.append(fc)
+        fc_input = torch.cat([fc.repeat_interleave(o) for fc, (_, o) in zip(fc_masks, self.edge_shapes, strict=True)])
+        self.register_buffer("fc_input", fc_input, persistent=False)
         if self.mixed:
             # Which edges exist for whom, and who has E and X.
             own = torch.zeros(self.M, self.n_edges, dtype=dtype)
@@ -195,6 +234,76 @@ class MemberLayout(nn.Module):
         c = self.conditions[m]
         return (name != "exit_logits" or c.exits) and (name != "alpha" or c.edge_gates or not params_only) and (name != "node_alpha" or c.node_gated)
 
+    def member_names(self, names: Sequence[str], m: int, params_only: bool = False) -> list[str]:
+        """Those of ``names`` (a state dict's, or the parameters' in order with ``params_only``)
+        that member m's own-condition model holds, in the same order."""
+        return [n for n in names if self.owns(n, m, params_only)]
+
+    def member_state_dict(self, state: Mapping[str, torch.Tensor], m: int) -> dict[str, torch.Tensor]:
+        """Member m's part of the pack's ``state`` (a state dict) as a model of its own condition
+        with M = 1 would hold it (no M axis)."""
+        return {n: self.member_tensor(n, state[n], m).detach().clone() for n in self.member_names(list(state), m)}
+
+    @torch.no_grad()
+    def load_member_state_dict(self, state: Mapping[str, torch.Tensor], m: int,
+                               own: Mapping[str, torch.Tensor]) -> None:
+        """Write member m's own-condition state ``own`` into its slices of the pack's ``state``
+        (a state dict, whose tensors are the model's)."""
+        for n in self.member_names(list(state), m):
+            self.set_member_tensor(n, state[n], m, own[n])
+
+    @torch.no_grad()
+    def initialize(self, model: GatedKAN, seeds: Sequence[int]) -> None:
+        """Draw every member's parameters from its own seed as a model of its own condition alone
+        would: the model's own initialization unless the pack is mixed; else each condition's
+        members are initialized by a model of that condition alone, then placed in their blocks
+        (the same draws, in the same order, as when trained alone)."""
+        if not self.mixed:
+            model.reset_parameters(seeds)
+            return
+        for c in dict.fromkeys(self.conditions):
+            members = [m for m, mc in enumerate(self.conditions) if mc == c]
+            alone = type(model)(model.spec, c, [seeds[m] for m in members], dtype=model.alpha.dtype)
+            for i, m in enumerate(members):
+                self.load_member_state_dict(model.state_dict(), m, {k: v[i] for k, v in alone.state_dict().items()})
+
+    def checkpoint_part(self, model_state: Mapping[str, torch.Tensor], param_names: Sequence[str],
+                        optimizer_state: Mapping[int, Mapping[str, torch.Tensor]], m: int) -> dict[str, Any]:
+        """Member m's ``model`` and ``optimizer`` parts of a checkpoint, from the pack's state dict
+        and Adam state (keyed by the position of the parameter in ``param_names``), in the layout of
+        a model of its own condition (so it resumes in a pack of any make-up); its ``optimizer`` is
+        keyed by the position of the parameter in that model. Every tensor a CPU copy of its own."""
+        optimizer = {}
+        for j, name in enumerate(self.member_names(param_names, m, params_only=True)):
+            st = optimizer_state.get(param_names.index(name))
+            if st:
+                moments = {k: _own_copy(self.member_tensor(name, st[k], m)) for k in MOMENTS}
+                optimizer[j] = {"step": _own_copy(st["step"]), **moments}
+        names = self.member_names(list(model_state), m)
+        model = {name: _own_copy(self.member_tensor(name, model_state[name], m)) for name in names}
+        return {"model": model, "optimizer": optimizer}
+
+    def load_checkpoint_parts(self, model: nn.Module, optimizer_state: dict, params: Sequence[torch.Tensor],
+                              parts: Sequence[Mapping[str, Any]]) -> None:
+        """Load every member's ``model`` and ``optimizer`` parts (checkpoint_part, one per member,
+        taken at the same step) into the pack's ``model`` and its Adam state ``optimizer_state``
+        over ``params`` (the optimizer's parameters, the model's in order)."""
+        state = model.state_dict()
+        for m, part in enumerate(parts):
+            self.load_member_state_dict(state, m, part["model"])
+        steps = [st["step"] for part in parts for st in part["optimizer"].values()]
+        if not steps:
+            return
+        for p in params:  # Adam's step count is the pack's number of steps, the same for every parameter
+            optimizer_state[p] = {"step": steps[0].clone(), **{k: torch.zeros_like(p) for k in MOMENTS}}
+        named = dict(model.named_parameters())
+        for m, part in enumerate(parts):
+            for j, name in enumerate(self.member_names(list(named), m, params_only=True)):
+                if j in part["optimizer"]:
+                    st = optimizer_state[named[name]]
+                    for k in MOMENTS:
+                        self.set_member_tensor(name, st[k], m, part["optimizer"][j][k])
+
     def member_tensor(self, name: str, value: torch.Tensor, m: int) -> torch.Tensor:
         """Member m's own-layout slice of a superset tensor ``value`` of state entry ``name``."""
         return value[self.member_index(name, m)]
@@ -238,10 +347,18 @@ class MemberLayout(nn.Module):
         their slots sit side by side in a step's noise vector (M, n_noise)."""
         return {draws.EGATE: self.egate_index, draws.EXIT: self.exit_index}
 
-    def split_noise(self, u: torch.Tensor) -> dict[int, torch.Tensor]:
-        """A step's noise vector (M, n_noise) -> its slots by purpose, (M, width) each."""
+    def split_noise(self, u: torch.Tensor) -> StepNoise:
+        """A step's noise vector (M, n_noise) -> its slots by purpose, as the model takes them."""
         parts, start = {}, 0
         for purpose, index in self.noise_slots().items():
             parts[purpose] = u[:, start : start + index.shape[1]]
             start += index.shape[1]
-        return parts
+        gated = self.condition.edge_gates or self.condition.node_gated
+        edges, nodes = self.split_gate_noise(parts[draws.EGATE] if gated else None)
+        return StepNoise(edges, nodes, parts[draws.EXIT])
+
+
+def _own_copy(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor with storage of its own. A slice of a pack tensor is a view, and
+    torch.save writes a view's whole storage: every member's checkpoint held the whole pack."""
+    return t.detach().to("cpu", copy=True)

@@ -33,14 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import cast
 
 import torch
 from torch import nn
 
-from kanx import draws
 from kanx.kan.gates import ALPHA_OPEN, deterministic_gate, expected_open, gumbel_softmax, sample_hard_concrete
 from kanx.kan.layer import KANLayer
-from kanx.kan.members import MemberLayout
+from kanx.kan.members import MemberLayout, StepNoise
 from kanx.kan.spec import Condition, KANSpec, member_generators
 
 __all__ = ["Condition", "GatedKAN", "KANLayer", "KANSpec", "MemberLayout", "member_generators"]
@@ -60,9 +60,18 @@ class GatedKAN(nn.Module):
     exit-head columns a member lacks are masked (gate 0), its egate logits are frozen open
     (alpha = 20, no gradient) without E, and without X its exit is the final layer with no
     Gumbel noise. Member m's own-condition parameters sit in a block of the superset's
-    (``member_state_dict``), initialized from its own seed exactly as a model of its
+    (``MemberLayout.member_state_dict``), initialized from its own seed exactly as a model of its
     condition alone, so it follows the same trajectory packed or alone.
+
+    The network's shape (width, condition, M, L, n_out, trunk_out, head_out, edge_shapes,
+    n_edges) is read from its member layout; whose state is what (the pack's conditions,
+    member state, noise slots) is the layout's alone.
     """
+
+    # Parameters, or buffers (alpha without E); exit_logits only with X, node_alpha only with N or I.
+    alpha: torch.Tensor
+    exit_logits: torch.Tensor
+    node_alpha: torch.Tensor
 
     def __init__(self, spec: KANSpec, condition: Condition | Sequence[Condition], seeds: Sequence[int], dtype=torch.float32):
         super().__init__()
@@ -71,15 +80,11 @@ class GatedKAN(nn.Module):
         if len(conditions) != len(seeds):
             raise ValueError(f"{len(conditions)} conditions for {len(seeds)} members")
         self.spec = spec
-        # The network's shape, as the member layout gives it (the superset's, in a mixed pack).
-        self.width, self.condition, self.conditions, self.mixed = members.width, members.condition, members.conditions, members.mixed
-        self.M, self.L, self.n_out = members.M, members.L, members.n_out
-        self.trunk_out, self.head_out, self.edge_shapes, self.n_edges = members.trunk_out, members.head_out, members.edge_shapes, members.n_edges
         self.fc_enabled = self.condition.forward  # switched off during the FC warmup by the trainer
         self.stages = nn.ModuleList(KANLayer(self.M, n_in, n_out, spec, dtype) for n_in, n_out in self.edge_shapes)
 
         alpha = torch.full((self.M, self.n_edges), float(spec.gate_init_alpha if self.condition.edge_gates else ALPHA_OPEN), dtype=dtype)
-        if self.mixed:
+        if members.mixed:
             alpha[~members.has_edge_gates] = ALPHA_OPEN
         if self.condition.edge_gates:
             self.alpha = nn.Parameter(alpha)  # (M, n_edges), all stages flattened
@@ -90,49 +95,68 @@ class GatedKAN(nn.Module):
         if self.condition.node_gated:  # N or I: one logit per node (M, n_nodes), open where unused
             own = members.node_own > 0
             self.node_alpha = nn.Parameter(torch.where(own, float(spec.gate_init_alpha), ALPHA_OPEN).to(dtype))
-        self.reset_parameters(seeds)
+        members.initialize(self, seeds)
+
+    # ----------------------------------------------------------------- shape
+    @property
+    def width(self) -> tuple[int, ...]:
+        return self.members.width
+
+    @property
+    def condition(self) -> Condition:
+        """The network's condition: in a mixed pack, the superset of the members'."""
+        return self.members.condition
+
+    @property
+    def M(self) -> int:
+        return self.members.M
+
+    @property
+    def L(self) -> int:
+        return self.members.L
+
+    @property
+    def n_out(self) -> int:
+        return self.members.n_out
+
+    @property
+    def trunk_out(self) -> list[int]:
+        return self.members.trunk_out
+
+    @property
+    def head_out(self) -> list[int]:
+        return self.members.head_out
+
+    @property
+    def edge_shapes(self) -> list[tuple[int, int]]:
+        return self.members.edge_shapes
+
+    @property
+    def n_edges(self) -> int:
+        return self.members.n_edges
+
+    @property
+    def layers(self) -> list[KANLayer]:
+        """The stages as KANLayers (nn.ModuleList's items are typed as plain Modules)."""
+        return cast("list[KANLayer]", list(self.stages))
 
     # ----------------------------------------------------------------- set-up
     @torch.no_grad()
     def reset_parameters(self, seeds: Sequence[int]) -> None:
-        if not self.mixed:
-            gens = member_generators(seeds, stream=0)
-            for stage in self.stages:
-                stage.reset_parameters(self.spec, gens)
-            return
-        # Each condition's members are initialized by a model of that condition alone, then
-        # placed in their blocks: the same draws, in the same order, as when trained alone.
-        for c in dict.fromkeys(self.conditions):
-            members = [m for m, mc in enumerate(self.conditions) if mc == c]
-            alone = GatedKAN(self.spec, c, [seeds[m] for m in members], dtype=self.alpha.dtype)
-            for i, m in enumerate(members):
-                self.load_member_state_dict(m, {k: v[i] for k, v in alone.state_dict().items()})
+        """pykan's initialization of every stage, member m drawing from seeds[m] as a model of
+        the network's condition (a mixed pack's members: MemberLayout.initialize)."""
+        gens = member_generators(seeds, stream=0)
+        for stage in self.layers:
+            stage.reset_parameters(self.spec, gens)
 
     def use_compiled_basis(self, flag: bool = True) -> None:
         """Training steps use the fused (torch.compile) basis kernel; see kernels._kernel."""
-        for stage in self.stages:
+        for stage in self.layers:
             stage.compiled = flag
 
     @property
     def n_exits(self) -> int:
         return self.L if self.condition.exits else 1
-
-    # ----------------------------------------------------------------- members' own state
-    def member_names(self, m: int, params_only: bool = False) -> list[str]:
-        """Names in member m's own-condition model (state dict, or parameters in order)."""
-        names = [n for n, _ in (self.named_parameters() if params_only else self.state_dict().items())]
-        return [n for n in names if self.members.owns(n, m, params_only)]
-
-    def member_state_dict(self, m: int) -> dict:
-        """Member m's state as a model of its own condition with M = 1 would hold it (no M axis)."""
-        state = self.state_dict()
-        return {n: self.members.member_tensor(n, state[n], m).detach().clone() for n in self.member_names(m)}
-
-    @torch.no_grad()
-    def load_member_state_dict(self, m: int, own: dict) -> None:
-        state = self.state_dict()
-        for n in self.member_names(m):
-            self.members.set_member_tensor(n, state[n], m, own[n])
 
     # ----------------------------------------------------------------- gates
     def edge_mask(self) -> torch.Tensor:
@@ -164,19 +188,20 @@ class GatedKAN(nn.Module):
         reaches the logits of nodes a member does not gate)."""
         return torch.where(self.members.node_own > 0, z, torch.ones_like(z))
 
-    def sample_gates(self, u: torch.Tensor | None) -> torch.Tensor:
-        """Training gates z~ (M, n_edges): hard-concrete samples from uniform noise u with E
-        (Background "Differentiable l0 regularization"); exactly 1 without E (alpha = 20 gives
-        z~ = 1 for every u the sampler allows). With N or I, each edge's gate times its
-        nodes' sampled gates (node_factor). ``u``: the egate purpose's slots (edges, then nodes)."""
-        u_edges, u_nodes = self.members.split_gate_noise(u)
+    def sample_gates(self, u_edges: torch.Tensor | None, u_nodes: torch.Tensor | None = None) -> torch.Tensor:
+        """Training gates z~ (M, n_edges): hard-concrete samples from uniform noise ``u_edges``
+        (M, n_edges) with E (Background "Differentiable l0 regularization"); exactly 1 without E
+        (alpha = 20 gives z~ = 1 for every u the sampler allows). With N or I, each edge's gate
+        times its nodes' gates (node_factor), sampled from ``u_nodes`` (M, n_nodes)."""
         if not self.condition.edge_gates:
             z = self.edge_mask().expand(self.M, -1)
         else:
+            assert u_edges is not None, "a network with edge gates samples them from noise"
             z = sample_hard_concrete(self._alpha(), u_edges)
             z = self.members.keep("edge_gates", z, lambda: torch.ones_like(z))
             z = z * self.edge_mask()
         if self.condition.node_gated:
+            assert u_nodes is not None, "a network with node gates samples them from noise"
             z = z * self.members.node_factor(self._own_nodes(sample_hard_concrete(self.node_alpha, u_nodes)))
         return z
 
@@ -227,7 +252,7 @@ class GatedKAN(nn.Module):
         pi = torch.softmax(self.exit_logits if tau is None else self.exit_logits / tau, dim=-1)
         return self.members.keep("exits", pi, self._last_exit)
 
-    def exit_weights(self, u: torch.Tensor, tau: float) -> torch.Tensor | None:
+    def exit_weights(self, u: torch.Tensor, tau: float | torch.Tensor) -> torch.Tensor | None:
         """The training weights eta (M, L) of the exits: a Gumbel-softmax sample with X
         (Background "Differentiable categorical selection"); the final layer alone for members
         without X; None when no member has X."""
@@ -255,6 +280,7 @@ class GatedKAN(nn.Module):
         Stage k is the gated layer of Eq. (gated-layer-update) (the egates given, node gates folded in: GatedKAN.sample_gates) on x_cat^(k):
         its columns are the next trunk layer x^(k+1) and exit head k's output y^(k). Without F
         and X this is the composition of Eq. (kan-full-composition), with y^(L-1) the output."""
+        self._check_shapes(x, gates)
         outputs, trunk = [], [x]
         for k, (stage, z) in enumerate(zip(self.stages, self.split_edges(gates), strict=True)):
             y = stage(self._stage_input(trunk), z)  # (M, B, trunk_k + head_k): [x^(k+1) | y^(k)]
@@ -264,16 +290,24 @@ class GatedKAN(nn.Module):
                 outputs.append(y[..., self.trunk_out[k] :])
         return torch.stack(outputs, dim=1)
 
-    def sample(self, x: torch.Tensor, u: torch.Tensor, tau: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _check_shapes(self, x: torch.Tensor, gates: torch.Tensor) -> None:
+        """x (M, B, n_0) and gates (M, n_edges), or an AssertionError naming the shape that is not:
+        a wrong shape would otherwise broadcast, or fail deep in a stage with no word of why."""
+        M, n0 = self.M, self.width[0]
+        assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == n0, \
+            f"inputs {tuple(x.shape)} are not (M={M}, B, n_0={n0})"
+        assert gates.shape == (M, self.n_edges), f"gates {tuple(gates.shape)} are not (M={M}, n_edges={self.n_edges})"
+
+    def sample(self, x: torch.Tensor, noise: StepNoise,
+               tau: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One stochastic pass of training ("Training and inference"): egates z~ sampled from
-        the step's egate noise, the outputs of every exit through them, and the exit weights
+        the step's gate noise, the outputs of every exit through them, and the exit weights
         eta, a Gumbel-softmax sample at temperature tau from its exit noise.
 
-        x (M, B, n_0), u (M, n_noise): the step's uniforms, in the slots of
-        ``members.noise_slots()`` -> (outputs (M, E, B, n_L), eta (M, L) or None without X)."""
-        u = self.members.split_noise(u)
-        gates = self.sample_gates(u[draws.EGATE] if self.condition.edge_gates or self.condition.node_gated else None)
-        return self(x, gates), self.exit_weights(u[draws.EXIT], tau)
+        x (M, B, n_0), ``noise``: the step's uniforms by purpose (MemberLayout.split_noise)
+        -> (outputs (M, E, B, n_L), eta (M, L) or None without X)."""
+        gates = self.sample_gates(noise.edges, noise.nodes)
+        return self(x, gates), self.exit_weights(noise.exits, tau)
 
     def stage_inputs(self, x: torch.Tensor, gates: torch.Tensor) -> list[torch.Tensor]:
         """The input x_cat^(k) (M, N, I_k) that every stage sees (kanx.draw plots edges over these ranges)."""
@@ -293,7 +327,7 @@ class GatedKAN(nn.Module):
         (M,) of the members to update (default all)."""
         z = self.split_edges(self.inference_gates())
         trunk = [x]
-        for k, stage in enumerate(self.stages):
+        for k, stage in enumerate(self.layers):
             h = self._stage_input(trunk)
             stage.update_grid(h, self.spec.grid_eps, members, self.spec.grid_refit_rtol, self.spec.grid_refit_points)
             if self.trunk_out[k]:

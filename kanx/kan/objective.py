@@ -94,13 +94,12 @@ def layer_complexities(model: GatedKAN, costs: Costs = Costs()) -> tuple[torch.T
     ez = model.expected_gates()  # (M, n_edges), effective gates
     if costs.weighted:
         ez = ez * edge_weights(model, costs)
-    ez = model.split_edges(ez)  # per stage (M, I_k, O_k)
     nodes = model.expected_nodes() if model.condition.node_gates else None  # (M, n_nodes)
     trunk, heads = [], []
-    for k, z in enumerate(ez):
+    for k, z in enumerate(model.split_edges(ez)):  # per stage (M, I_k, O_k)
         t = model.trunk_out[k]
         if t:
-            node_term = t * costs.node
+            node_term: float | torch.Tensor = t * costs.node
             if nodes is not None:  # sum_j c_{l+1,j} E[z_{l+1,j}] over the units of x^(k+1)
                 first = sum(model.width[: k + 1])
                 node_term = costs.node * nodes[:, first : first + t].sum(-1)
@@ -126,7 +125,7 @@ def input_complexity(model: GatedKAN, costs: Costs = Costs()) -> torch.Tensor:
     if costs.inputs is not None:
         ez = ez * torch.tensor(costs.inputs, dtype=ez.dtype, device=ez.device)
     term = costs.node * ez.sum(-1)
-    return term * model.members.has_input_gates.to(term.dtype) if model.mixed else term
+    return term * model.members.has_input_gates.to(term.dtype) if model.members.mixed else term
 
 
 def complexity(model: GatedKAN, costs: Costs = Costs(), exit_tau: float | torch.Tensor | None = None) -> torch.Tensor:
@@ -152,7 +151,7 @@ def _complexity(model: GatedKAN, costs: Costs, exit_tau: float | torch.Tensor | 
     pi = model.exit_probs(exit_tau)  # (M, L)
     reach = 1.0 - torch.cumsum(pi, dim=-1)[:, :-1]  # sum_{k>l} pi_k for l = 0..L-2
     with_exits = (reach * trunk).sum(-1) + (pi * heads).sum(-1) + costs.exit * (model.L - 1)
-    if not model.mixed:
+    if not model.members.mixed:
         return with_exits
     # Members without X: the final layer is trunk layer L-1, nodes included (their other
     # heads are masked, so heads[:, -1] is the final layer's edges).

@@ -12,17 +12,17 @@ with B_m the order-K B-spline basis on G intervals of a per-input grid extended 
 knots on each side (``../shared/reference/kan-implementations.md`` section 1).
 
 This module is the reference maths: the grids, the dense Cox-de Boor recursion
-(``_cox_de_boor``, against which tests/test_kan.py checks the fast kernels of
-kanx.kan.kernels), the basis ``bspline_basis`` and the least-squares fits of the
-initialization and the grid update. The training forward and backward run in
-kanx.kan.kernels.
+(``_cox_de_boor``, against which tests/test_kan.py checks the local basis of kanx.kan.basis
+and the fast kernels of kanx.kan.kernels), the basis ``bspline_basis`` and the least-squares
+fits of the initialization and the grid update. The training forward and backward run in
+kanx.kan.kernels, which this module does not import.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kanx.kan.kernels import local_planes, scatter_columns
+from kanx.kan.basis import local_planes, scatter_columns
 
 # Least squares on the tiny systems here is done in float64 with the SVD-based driver:
 # pykan's default CPU driver (gelsy) returns wrong minimum-norm solutions for the
@@ -79,7 +79,7 @@ def bspline_basis(x: torch.Tensor, grid: torch.Tensor, K: int) -> torch.Tensor:
     Outside [t_0, t_{T-1}) every basis function is 0, so the spline term vanishes and only
     the SiLU term remains.
 
-    Evaluated in the local form (the K+1 functions that can be nonzero at x, ``kernels.local_planes``)
+    Evaluated in the local form (the K+1 functions that can be nonzero at x, ``basis.local_planes``)
     and scattered into the C columns: the same values as the dense recursion over all C
     (``_cox_de_boor``, the tests' reference; 4e-16 apart in float64), at about a third of its
     cost, which the grid update pays on (M, N, I, C) with every training sample.

@@ -90,11 +90,11 @@ def _backward_forward(width: Sequence[int], forward: bool, open_edges: Sequence[
 
     reach_out = np.zeros(n_nodes, dtype=bool)  # backward: node has a path to an output
     reach_out[sum(width[:L]) :] = True
-    connected = [None] * len(stages)
-    for k in reversed(range(len(stages))):
-        src, dst, _, mask = stages[k]
-        connected[k] = mask & reach_out[dst][None, :]
-        reach_out[src] |= connected[k].any(axis=1)
+    connected: list[np.ndarray] = []  # built from the last stage back, then put in stage order
+    for src, dst, _, mask in reversed(stages):
+        connected.append(mask & reach_out[dst][None, :])
+        reach_out[src] |= connected[-1].any(axis=1)
+    connected.reverse()
 
     from_in = np.zeros(n_nodes, dtype=bool)  # forward: node reached from an input
     from_in[: width[0]] = True
@@ -232,7 +232,7 @@ def _member_masks(model: GatedKAN, estimator: str) -> tuple[list, list[int]]:
     gates), and the argmax exit of every member."""
     gates = [g.cpu().numpy() for g in model.split_edges(trained_inference_gates(model, estimator) > 0)]
     masks = []
-    for m, c in enumerate(model.conditions):
+    for m, c in enumerate(model.members.conditions):
         blocks = [model.members.stage_block(k, c) for k in range(model.L)]
         masks.append([g[m][rows, cols] for g, (rows, cols) in zip(gates, blocks, strict=True)])
     return masks, model.selected_exit().tolist()
@@ -242,20 +242,24 @@ def model_structure(model: GatedKAN, estimator: str = "threshold") -> list[Struc
     """Structure of every member of a trained model (forward connections on, as at the
     end of training; deterministic gates; the argmax exit)."""
     masks, exits = _member_masks(model, estimator)
-    return [trace(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.conditions)]
+    return [trace(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.members.conditions)]
 
 
 def model_used_inputs(model: GatedKAN, estimator: str = "threshold") -> list[list[int]]:
     """used_inputs() of every member, under the same conditions as model_structure()."""
-    return [used_inputs(model.width, c.forward, roles) for c, roles in zip(model.conditions, model_edge_roles(model, estimator), strict=True)]
+    roles_of = model_edge_roles(model, estimator)
+    return [used_inputs(model.width, c.forward, roles)
+            for c, roles in zip(model.members.conditions, roles_of, strict=True)]
 
 
 def model_hidden_units_kept(model: GatedKAN, estimator: str = "threshold") -> list[int]:
     """hidden_units_kept() of every member, under the same conditions as model_structure()."""
-    return [hidden_units_kept(model.width, c.forward, roles) for c, roles in zip(model.conditions, model_edge_roles(model, estimator), strict=True)]
+    roles_of = model_edge_roles(model, estimator)
+    return [hidden_units_kept(model.width, c.forward, roles)
+            for c, roles in zip(model.members.conditions, roles_of, strict=True)]
 
 
 def model_edge_roles(model: GatedKAN, estimator: str = "threshold") -> list[EdgeRoles]:
     """edge_roles() of every member, under the same conditions as model_structure()."""
     masks, exits = _member_masks(model, estimator)
-    return [edge_roles(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.conditions)]
+    return [edge_roles(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.members.conditions)]
