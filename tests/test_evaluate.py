@@ -187,8 +187,10 @@ def test_a_coefficient_changed_by_a_thousandth_is_caught_and_resealed_weights_th
         if folder == run_dir:
             coef = saved["model"][next(k for k in saved["model"] if k.endswith("coef"))]
             coef[torch.unravel_index(coef.abs().argmax(), coef.shape)] += 1e-3
-        else:  # the output layer's base weights 10% larger
-            saved["model"][max(k for k in saved["model"] if k.endswith("scale_base"))] *= 1.1
+        else:  # every layer's base and spline weights half as large again
+            for k in saved["model"]:
+                if k.endswith(("scale_base", "scale_sp")):
+                    saved["model"][k] *= 1.5
         torch.save(saved, folder / records.MODEL)
     records.seal(resealed)
     assert evaluate([str(run_dir)]) == 1

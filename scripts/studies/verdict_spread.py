@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kanx import records
 from kanx.record import Record
-from kanx.verdicts import RTOL, exact_or_tolerance
+from kanx.verdicts import RTOL, STOL, exact_or_tolerance
 
 # Another CPU, as this one can play it: torch's own kernels (ATEN_CPU_CAPABILITY) and MKL's
 # (MKL_ENABLE_INSTRUCTIONS) capped alike, to the x86 baseline and to AVX2 (make test-portable's legs).
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
                         sd = statistics.stdev(d)
                         row["z"].append(abs(value - statistics.fmean(d)) / sd if sd else math.inf)
     print(f"{len(runs)} runs ({', '.join(str(r) for r in a.roots)}), one-ulp ensembles of 32 natively "
-          f"(torch {torch.backends.cpu.get_cpu_capability()}); RTOL = {RTOL:g}\n")
+          f"(torch {torch.backends.cpu.get_cpu_capability()}); RTOL = {RTOL:g}, STOL = {STOL:g}\n")
     print("| ensemble nudges | scored on | largest difference of an unamplified metric, relative to its value + the targets' sd | "
           "rollout metrics past tolerance | "
           "median abs z | 99th pct abs z | largest abs z |")
