@@ -20,7 +20,7 @@ from helpers import ROOT, records
 from helpers import cli as train_cli
 from helpers import composed as compose_config
 
-from hydra_plugins.kanx_launcher.slurm_launcher import JOB_MARKER, PackTask, _reason, in_flight, task_ended
+from hydra_plugins.kanx_launcher.slurm_launcher import JOB_MARKER, PackTask, TaskEnds, _reason, in_flight
 
 CLUSTER = Path(os.environ.get("KANX_SLURM_SCRIPT", ROOT.parent / "shared" / "slurm" / "local-cluster.sh"))
 SHORT = ["+condition=EFX", "dataset=sin_xy2", "train.warmup=1", "train.fc_warmup=1", "train.compile=false", "launcher=slurm", "hydra.launcher.poll_s=1"]
@@ -95,17 +95,26 @@ def test_runs_still_queued_are_not_submitted_twice(tmp_path):
     assert in_flight(dirs, None) == {}
 
 
-def test_a_task_being_requeued_has_not_ended():
-    # submitit reads the CANCELLED that sacct shows for a moment during a requeue as final; the
-    # launcher stopped waiting there and reported the runs as failed (seen once in CI).
-    class Done:
+def test_a_task_being_requeued_has_not_ended(tmp_path):
+    # submitit reads the CANCELLED that sacct shows for a moment during a requeue as final, and
+    # squeue may not list the task then either; the launcher stopped waiting there and reported
+    # the runs as failed (seen twice in CI).
+    class Task:
         job_id = "5_0"
+
+        class paths:  # noqa: N801
+            result_pickle = tmp_path / "5_0_result.pkl"
 
         def done(self):
             return True
 
-    assert not task_ended(Done(), {"5_0", "5_1"})
-    assert task_ended(Done(), {"5_1"}) and task_ended(Done(), None)
+    ends = TaskEnds(settle_s=30)
+    assert not ends.ended(Task(), {"5_0", "5_1"}, now=0)
+    assert not ends.ended(Task(), {"5_1"}, now=1) and not ends.ended(Task(), None, now=20)  # out of the queue, not yet settled
+    assert not ends.ended(Task(), {"5_0"}, now=25)  # pending again: requeued
+    assert not ends.ended(Task(), {"5_1"}, now=40) and ends.ended(Task(), {"5_1"}, now=70)  # out again, and for 30 s
+    Task.paths.result_pickle.write_bytes(b"")
+    assert TaskEnds(settle_s=30).ended(Task(), set(), now=0)  # a written result is final at once
 
 
 def cli(*args, timeout=300, env=None):

@@ -70,6 +70,7 @@ class SlurmLauncherConf:
     group: str = DEFAULT_GROUP  # how packs mix the multirun's jobs (kanx.vocab.GROUPINGS): auto (resolved on the submitting machine) | sweep | condition | all
     wait: bool = True  # false: submit, print the job id and how to collect the results, return
     poll_s: float = 10.0  # seconds between checks while waiting
+    end_settle_s: float = 30.0  # a task without a result counts as ended once out of the queue this long (not being requeued)
     job_name: str = "kanx"
     submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"  # sbatch scripts, pickles and task logs
     additional_parameters: dict[str, Any] = field(default_factory=dict)  # any other sbatch option, e.g. {constraint: a100}
@@ -213,12 +214,25 @@ def queued_ids() -> Optional[set]:  # noqa: UP045
     return set(out.split())
 
 
-def task_ended(sjob, queued: Optional[set]) -> bool:  # noqa: UP045
-    """Whether an array task has ended: submitit takes it as done and it is not in SLURM's queue
-    (``queued``: queued_ids(), None where squeue could not be asked). A task being requeued
-    (preemption, time limit) shows CANCELLED in sacct for a moment before it is pending again,
-    and submitit takes CANCELLED as final and stops asking; the queue still holds the task."""
-    return sjob.done() and (queued is None or sjob.job_id not in queued)
+class TaskEnds:
+    """Which array tasks have ended. A task being requeued (preemption, time limit) shows CANCELLED
+    in sacct for a moment, and submitit takes CANCELLED as final and stops asking; squeue may
+    not list it either until it is pending again (seen in CI). So a task counts as ended when its
+    result is written, or when submitit takes it as done and it has stayed out of SLURM's queue
+    for ``settle_s`` seconds (a requeued task is pending again within a few)."""
+
+    def __init__(self, settle_s: float):
+        self.settle_s = settle_s
+        self.gone_since: dict[str, float] = {}
+
+    def ended(self, sjob, queued: Optional[set], now: float) -> bool:  # noqa: UP045
+        """``queued``: queued_ids(), None where squeue could not be asked; ``now``: time.monotonic()."""
+        if not sjob.done() or (queued is not None and sjob.job_id in queued):
+            self.gone_since.pop(sjob.job_id, None)
+            return False
+        if Path(sjob.paths.result_pickle).exists():
+            return True
+        return now - self.gone_since.setdefault(sjob.job_id, now) >= self.settle_s
 
 
 def in_flight(run_dirs: Sequence[Path], queued: Optional[set]) -> dict:  # noqa: UP045
@@ -391,13 +405,15 @@ class SlurmLauncher(Launcher):
             return {}
         start = last_sacct = time.monotonic()
         last_note = ""
+        ends = TaskEnds(self.params["end_settle_s"])
         try:
             while True:
                 if time.monotonic() - last_sacct > 60:  # notice cancelled or killed tasks within a minute
                     SlurmJob.watcher.update()
                     last_sacct = time.monotonic()
                 queued = queued_ids()
-                n_done = sum(task_ended(s, queued) for s in sjobs)
+                now = time.monotonic()
+                n_done = sum(ends.ended(s, queued, now) for s in sjobs)
                 if others:
                     others &= queued or set()
                 if n_done == len(sjobs) and not others:
