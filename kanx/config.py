@@ -13,6 +13,7 @@ a config lacks from the same node, so neither conf/ nor the checks hold a second
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from kanx.vocab import (
     RESULTS_ROOT,
     Condition,
     all_conditions,
+    beta_factors,
+    condition_from_node,
     condition_name_problem,
     folder_name,
     folder_tag,
@@ -169,28 +172,44 @@ def register_resolvers() -> None:
 
 
 def condition_node(name: str) -> dict:
-    """The `condition` node of a condition name: its name and its five flags (what
+    """The `condition` node of a condition name: its name and one flag per factor (what
     conf/condition/<name>.yaml holds for the paper's eight)."""
     c = Condition.from_name(name)
     return {"name": c.name, **{field: getattr(c, field) for field in FACTOR_FIELDS.values()}}
 
 
-def _gated(edge_gates, exits, more) -> bool:
-    """Condition.beta_acts from the resolvers' flags: E and X, then N and I where given."""
-    node_gates, input_gates = (list(more) + [False, False])[:2]
-    return Condition(edge_gates=edge_gates is True, exits=exits is True, node_gates=node_gates is True, input_gates=input_gates is True).beta_acts
+# The flags the beta resolvers took one by one before they took the condition node, in that order:
+# a dataset YAML written then (`${kanx.beta_if_gated:${condition.edge_gates},${condition.exits},BETA,
+# ${condition.node_gates},${condition.input_gates}}`) still resolves. Frozen: a new factor is in the node.
+_POSITIONAL_FLAGS = ("edge_gates", "exits", "node_gates", "input_gates")
 
 
-def beta_sweep(edge_gates: bool, exits: bool, betas, *more) -> str:
-    """The beta values a condition sweeps with -m, as a Hydra sweep string; ``more``: the
-    condition's node_gates and input_gates flags.
+def _condition_and_value(condition, value, more: tuple) -> tuple[Mapping, object]:
+    """The resolvers' arguments as (the condition node, the value after it): ``condition`` is the
+    node (${condition}); or, as before, the E and X flags, the value, then the N and I flags."""
+    if isinstance(condition, Mapping):
+        return condition, value
+    flags = (condition, value, *more[1:])
+    return dict(zip(_POSITIONAL_FLAGS[: len(flags)], flags, strict=False)), more[0] if more else None
 
-    Beta acts through L_C only where it has something to act on: the egates (E), the exit
-    gate (X), node or input gates (N, I). Baseline and F sweep seeds only, at beta 0.
+
+def _beta_acts(condition: Mapping) -> bool:
+    """Condition.beta_acts of a condition node as the resolvers get it (a flag other than true is off)."""
+    return condition_from_node(condition).beta_acts
+
+
+def beta_sweep(condition, betas, *more) -> str:
+    """The beta values a condition sweeps with -m, as a Hydra sweep string, from the condition
+    node (conf/config.yaml: ${kanx.beta_sweep:${condition},${dataset.betas}}).
+
+    Beta acts through L_C only where it has something to act on: the gates of a factor that says
+    so (vocab.beta_factors: E, X, N, I). Baseline and F sweep seeds only, at beta 0.
     """
-    for key, value in zip(("condition.edge_gates", "condition.exits", "condition.node_gates", "condition.input_gates"), (edge_gates, exits, *more), strict=False):
-        _bool(value, key)
-    if not _gated(edge_gates, exits, more):
+    condition, betas = _condition_and_value(condition, betas, more)
+    for key in FACTOR_FIELDS.values():
+        if key in condition:
+            _bool(condition[key], f"condition.{key}")
+    if not _beta_acts(condition):
         return "0.0"
     values = list(betas)
     if not values:
@@ -198,21 +217,24 @@ def beta_sweep(edge_gates: bool, exits: bool, betas, *more) -> str:
     return ",".join(repr(float(b)) for b in values)
 
 
-def beta_if_gated(edge_gates, exits, beta, *more):
-    """A dataset's beta for a single run (conf/dataset/*.yaml): ``beta`` where it acts, else 0.0,
-    so a Baseline or F run is recorded (and filed) at the beta it trains at. ``more``: the
-    condition's node_gates and input_gates flags."""
+def beta_if_gated(condition, beta, *more):
+    """A dataset's beta for a single run (conf/dataset/*.yaml: ${kanx.beta_if_gated:${condition},BETA}):
+    ``beta`` where it acts, else 0.0, so a Baseline or F run is recorded (and filed) at the beta
+    it trains at."""
     # Flags other than true/false are refused by run_config_from in one line; raising here,
     # inside an interpolation, would be a traceback.
-    return beta if _gated(edge_gates, exits, more) else 0.0
+    condition, beta = _condition_and_value(condition, beta, more)
+    return beta if _beta_acts(condition) else 0.0
 
 
 def check_beta(run: RunConfig) -> None:
-    """A new run's beta must be one it trains at: a nonzero beta without E or X is a condition
-    left out by mistake, not a Baseline (records read back are not checked: older ones hold it)."""
+    """A new run's beta must be one it trains at: a nonzero beta without a factor that beta acts
+    through is a condition left out by mistake, not a Baseline (records read back are not
+    checked: older ones hold it)."""
     if run.beta and not run.condition.beta_acts:
-        raise ConfigError(f"beta={run.beta} has no effect on condition {run.condition.name}: beta acts only through edge gates (E) or the "
-                          f"exit gate (X); leave beta out (Baseline and F run at beta 0.0) or add the condition, e.g. +condition=EFX")
+        raise ConfigError(f"beta={run.beta} has no effect on condition {run.condition.name}: beta acts only through "
+                          f"{beta_factors()}; leave beta out (Baseline and F run at beta 0.0) or add the condition, "
+                          "e.g. +condition=EFX")
 
 
 # The keys each section may hold, those config_defaults names: any other (a typo added with +,
@@ -221,7 +243,12 @@ def check_beta(run: RunConfig) -> None:
 # and its loader's options (kanx.data.DATASETS).
 _KEYS = config_defaults()
 _ROOT_KEYS = frozenset({*_KEYS, "dataset"})
-_CONDITION_KEYS, _TRAIN_KEYS, _MODEL_KEYS, _LOGGER_KEYS = (frozenset(_KEYS[section]) for section in ("condition", "train", "model", "logger"))
+_TRAIN_KEYS, _MODEL_KEYS, _LOGGER_KEYS = (frozenset(_KEYS[section]) for section in ("train", "model", "logger"))
+
+
+def _condition_keys() -> frozenset:
+    """condition.*'s keys: its name and every factor's flag, those registered since import too."""
+    return frozenset({"name", *FACTOR_FIELDS.values()})
 
 
 # Config groups whose options set keys elsewhere, so that `+<group>.<key>=...` sets no key a run
@@ -372,7 +399,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     c.pop("hydra", None)
     _check_sections(c)
     _check_known(c, _ROOT_KEYS)
-    _check_known(c.get("condition") or {}, _CONDITION_KEYS, "condition")
+    _check_known(c.get("condition") or {}, _condition_keys(), "condition")
     _check_known(c.get("train") or {}, _TRAIN_KEYS, "train")
     _check_known(c.get("model") or {}, _MODEL_KEYS, "model")
     _check_known(c.get("logger") or {}, _LOGGER_KEYS, "logger")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import fields
 
 from kanx.loggers import LoggerConfig
+from kanx.vocab import FACTOR_REGISTRY
 
 # Keys that do not change a run's numbers: left out of its identity hash, and out of its
 # sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group) and its keys too.
@@ -27,11 +29,34 @@ TAG_EXCLUDED = (*NAMED_BY_PATH, *NOT_RUN_DEFINING)
 # them: left out of the hash while they hold it, so older records keep their identity.
 # model.grid_refit_points: records from before it refit on 256 order statistics (the default
 # then; docs/CALIBRATION.md "Grid refit on all samples"), so a config without it means 256.
-ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all", "train.exit_pi": "softmax",
-               "train.tau_x_epochs": None,
-               # issue #38: the factors N and I, and the complexity weights, at the paper's (none; all ones)
-               "condition.node_gates": False, "condition.input_gates": False,
-               "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0, "model.layer_costs": None, "model.input_costs": None}
+# Every factor beyond the paper's E, F and X (kanx.vocab.Factor.in_paper: N and I of issue #38, and
+# any registered since) is one too, at False: _AddedLater reads them from the vocabulary.
+_KEYS_ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all",
+                     "train.exit_pi": "softmax", "train.tau_x_epochs": None,
+                     # issue #38: the complexity weights at the paper's (all ones)
+                     "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0, "model.layer_costs": None,
+                     "model.input_costs": None}
+
+
+class _AddedLater(Mapping):
+    """ADDED_LATER: _KEYS_ADDED_LATER and condition.<field>: False for every factor added after the
+    paper, read from the vocabulary at each use (a factor registered later counts too)."""
+
+    def _keys(self) -> dict:
+        later = {f"condition.{f.field}": False for f in FACTOR_REGISTRY.values() if not f.in_paper}
+        return {**_KEYS_ADDED_LATER, **later}
+
+    def __getitem__(self, key):
+        return self._keys()[key]
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+
+ADDED_LATER: Mapping = _AddedLater()
 ABSENT = "<absent>"
 
 _ANY = object()

@@ -7,7 +7,7 @@ the analysis, the status command and the scripts all read the same facts from he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
 from itertools import combinations
 
 # ---------------------------------------------------------------- conditions
@@ -19,19 +19,57 @@ BASELINE = "Baseline"
 # The factors a condition is a set of, in the order a condition's name spells them: the paper's
 # three (E edge gates, F forward connections, X exit gates) and the two its discussion leaves to
 # future work (N node gates on hidden units, I input gates; issue #38). A condition's name is
-# its factors in this order ("EFXI", "EN"), or BASELINE for none.
-FACTORS = "EFXNI"
-FACTOR_FIELDS: dict[str, str] = {"E": "edge_gates", "F": "forward", "X": "exits", "N": "node_gates", "I": "input_gates"}
+# its factors in this order ("EFXI", "EN"), or BASELINE for none. A new factor is one more
+# Factor (docs/ARCHITECTURE.md "Adding a mechanism"): an entry of BUILT_IN_FACTORS, or
+# register_factor from a module of its own; everything that reads conditions asks the registry.
+@dataclass(frozen=True)
+class Factor:
+    """One factor a condition may have: a mechanism of the model, switched on by one flag.
+
+    ``letter`` spells it in a condition's name; ``field`` is its flag (Condition's field, the
+    config key condition.<field>, default false); ``meaning`` names it in messages. ``beta_acts``:
+    it has gates that beta prices through L_C, so a condition with it has a beta sweep.
+    ``in_paper``: one of the paper's 2x2x2 factorial, a key of every record's config; any other
+    was added later, so a config with it off hashes as one that lacks the key (kanx.identity)."""
+
+    letter: str
+    field: str
+    meaning: str
+    beta_acts: bool
+    in_paper: bool = False
+
+
+BUILT_IN_FACTORS: tuple[Factor, ...] = (
+    Factor("E", "edge_gates", "edge gates", beta_acts=True, in_paper=True),
+    Factor("F", "forward", "forward connections", beta_acts=False, in_paper=True),
+    Factor("X", "exits", "exit gates", beta_acts=True, in_paper=True),
+    Factor("N", "node_gates", "node gates", beta_acts=True),
+    Factor("I", "input_gates", "input gates", beta_acts=True),
+)
+# The built-in factors' letters in name order; factor_letters() adds the registered ones.
+FACTORS = "".join(f.letter for f in BUILT_IN_FACTORS)
+# Every factor, built-in then registered, by letter in name order; FACTOR_FIELDS the same as
+# letter -> Condition field. Both change in place (register_factor), so a module that imported
+# them reads the factors registered since.
+FACTOR_REGISTRY: dict[str, Factor] = {f.letter: f for f in BUILT_IN_FACTORS}
+FACTOR_FIELDS: dict[str, str] = {f.letter: f.field for f in BUILT_IN_FACTORS}
+
+
+def factor_letters() -> str:
+    """Every factor's letter, in the order a condition's name spells them."""
+    return "".join(FACTOR_REGISTRY)
 
 
 @dataclass(frozen=True)
 class Condition:
-    """A set of factors from FACTORS: which mechanisms a model has. The paper's 2x2x2 factorial
-    is the eight sets of E, F, X; N and I extend it. The one place that says what a
+    """A set of factors (FACTOR_REGISTRY): which mechanisms a model has. The paper's 2x2x2
+    factorial is the eight sets of E, F, X; N and I extend it. The one place that says what a
     condition's flags mean (its name, whether beta acts); everything else asks it.
 
     N and I are independent of E: a node or input gate is a hard-concrete gate of its own
-    (kanx.kan.network), so "N", "I" or "FXI" are conditions too."""
+    (kanx.kan.network), so "N", "I" or "FXI" are conditions too. The fields are one flag per
+    factor in name order: the built-in ones declared here, a registered one's added by
+    register_factor."""
 
     edge_gates: bool = False
     forward: bool = False
@@ -43,14 +81,14 @@ class Condition:
 
     @property
     def name(self) -> str:
-        flags = "".join(f for f in FACTORS if getattr(self, FACTOR_FIELDS[f]))
+        flags = "".join(f for f, key in FACTOR_FIELDS.items() if getattr(self, key))
         return flags or BASELINE
 
     @property
     def beta_acts(self) -> bool:
-        """Beta acts through L_C only where it has gates to act on: egates (E), the exit gate
-        (X), node gates (N) or input gates (I)."""
-        return self.edge_gates or self.exits or self.node_gates or self.input_gates
+        """Beta acts through L_C only where it has gates to act on: those of a factor that says
+        so (Factor.beta_acts: E, X, N and I of the built-in ones)."""
+        return any(f.beta_acts and getattr(self, f.field) for f in FACTOR_REGISTRY.values())
 
     @property
     def node_gated(self) -> bool:
@@ -59,13 +97,68 @@ class Condition:
 
     @classmethod
     def from_name(cls, name: str) -> Condition:
-        """The condition a name spells: BASELINE, or distinct factors of FACTORS in its order."""
+        """The condition a name spells: BASELINE, or distinct factors in their registry order."""
         if name == BASELINE:
             return cls()
         problem = condition_name_problem(name)
         if problem:
             raise ValueError(problem)
-        return cls(**{FACTOR_FIELDS[f]: f in name for f in FACTORS})
+        return cls(**{key: f in name for f, key in FACTOR_FIELDS.items()})
+
+
+def register_factor(factor: Factor) -> None:
+    """Add a factor after those there are (last in a condition's name): Condition gains its flag
+    (default False), and whatever reads the vocabulary sees it: names, the config's
+    condition node, the hash rules (kanx.identity: off, it hashes as absent), the beta resolvers.
+    Raises ValueError for a letter or field already taken, or a factor of the paper."""
+    problem = _factor_problem(factor)
+    if problem:
+        raise ValueError(problem)
+    FACTOR_REGISTRY[factor.letter] = factor
+    FACTOR_FIELDS[factor.letter] = factor.field
+    _fit_condition_fields()
+
+
+def unregister_factor(letter: str) -> None:
+    """Take back a factor register_factor added (a test's toy factor, say); the built-in ones stay."""
+    if letter in FACTORS or letter not in FACTOR_REGISTRY:
+        registered = factor_letters()[len(FACTORS):] or "none"
+        raise ValueError(f"factor {letter!r} was not registered: registered are {registered}")
+    del FACTOR_REGISTRY[letter], FACTOR_FIELDS[letter]
+    _fit_condition_fields()
+
+
+def _factor_problem(factor: Factor) -> str | None:
+    if len(factor.letter) != 1 or not factor.letter.isupper() or factor.letter in FACTOR_REGISTRY:
+        return f"factor letter {factor.letter!r} must be a capital letter that no factor has (taken: {factor_letters()})"
+    if not factor.field.isidentifier() or factor.field.startswith("_") or hasattr(Condition, factor.field):
+        return f"factor field {factor.field!r} must be a new name for Condition's flag, e.g. stage_gates"
+    if factor.in_paper:
+        return f"factor {factor.letter!r} cannot be one of the paper's: their flags are in every record's config"
+    return None
+
+
+_DECLARED = tuple(f.name for f in fields(Condition))  # the built-in factors' fields, declared above
+
+
+def _fit_condition_fields() -> None:
+    """Condition's dataclass fields made one flag per factor again, in FACTOR_FIELDS' order: a
+    registered factor's field, its default (False) and the generated __init__, __eq__, __hash__
+    and __repr__ that take it, from a dataclass made for the purpose. The class stays the same
+    object (every module imported it); its frozen __setattr__ already refuses every name."""
+    keys = list(FACTOR_FIELDS.values())
+    fresh = make_dataclass("Condition", [(key, bool, False) for key in keys], frozen=True)
+    for attr in ("__init__", "__eq__", "__hash__", "__repr__", "__match_args__", "__dataclass_fields__"):
+        setattr(Condition, attr, vars(fresh)[attr])
+    for key in set(vars(Condition)) - set(keys):
+        if key not in _DECLARED and isinstance(vars(Condition)[key], bool):
+            delattr(Condition, key)  # an unregistered factor's default
+    for key in keys:
+        setattr(Condition, key, False)
+
+
+if _DECLARED != tuple(FACTOR_FIELDS.values()):  # a built-in factor without a declared field gets one here
+    _fit_condition_fields()
 
 
 def condition_name_problem(name) -> str | None:
@@ -73,23 +166,38 @@ def condition_name_problem(name) -> str | None:
     and what is allowed."""
     if name == BASELINE:
         return None
+    letters = factor_letters()
     if not isinstance(name, str) or not name:
-        return f"condition {name!r} is not a condition: give {BASELINE} or factors from {FACTORS}, e.g. EFX or EFXI"
-    bad = sorted(set(name) - set(FACTORS))
+        return f"condition {name!r} is not a condition: give {BASELINE} or factors from {letters}, e.g. EFX or EFXI"
+    bad = sorted(set(name) - set(letters))
     if bad:
+        meanings = ", ".join(f"{f.letter} {f.meaning}" for f in FACTOR_REGISTRY.values())
         return (f"condition {name!r} has unknown factor(s) {', '.join(map(repr, bad))}: a condition is {BASELINE} or a set of "
-                f"factors from {FACTORS} (E edge gates, F forward connections, X exit gates, N node gates, I input gates), e.g. EFXI")
-    canonical = "".join(f for f in FACTORS if f in name)
+                f"factors from {letters} ({meanings}), e.g. EFXI")
+    canonical = "".join(f for f in letters if f in name)
     if name != canonical:
-        return f"condition {name!r} must name each factor once, in the order {FACTORS}: {canonical!r}"
+        return f"condition {name!r} must name each factor once, in the order {letters}: {canonical!r}"
     return None
 
 
 def all_conditions() -> tuple[str, ...]:
-    """Every condition's name: the paper's eight in their row order, then the sets with N or I
-    (by size, then in FACTORS order)."""
-    sets = ["".join(c) for n in range(1, len(FACTORS) + 1) for c in combinations(FACTORS, n)]
+    """Every condition's name: the paper's eight in their row order, then the other factor sets
+    (by size, then in the factors' order)."""
+    letters = factor_letters()
+    sets = ["".join(c) for n in range(1, len(letters) + 1) for c in combinations(letters, n)]
     return (*CONDITIONS, *(s for s in sets if s not in CONDITIONS))
+
+
+def beta_factors() -> str:
+    """The factors beta acts through, in words: "edge gates (E), exit gates (X), ... or input gates (I)"."""
+    named = [f"{f.meaning} ({f.letter})" for f in FACTOR_REGISTRY.values() if f.beta_acts]
+    return ", ".join(named[:-1]) + f" or {named[-1]}" if len(named) > 1 else named[0]
+
+
+def condition_from_node(node) -> Condition:
+    """The condition of a config's `condition` node (a mapping of flags; a factor it lacks is off),
+    a flag other than true counting as off; kanx.config checks the flags themselves."""
+    return Condition(**{key: node.get(key) is True for key in FACTOR_FIELDS.values()})
 
 
 # Conditions where beta does not act (Condition.beta_acts), hence without a beta sweep: seeds

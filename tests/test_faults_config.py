@@ -83,6 +83,20 @@ def test_the_beta_sweep_reads_condition_flags_as_booleans_too():
         beta_sweep("no", False, [0.1])
 
 
+def test_the_beta_resolvers_take_the_condition_node_and_still_the_flags_of_older_dataset_files():
+    from kanx.config import beta_sweep
+
+    assert beta_sweep({"name": "EN", "edge_gates": True, "node_gates": True}, [0.1, 0.2]) == "0.1,0.2"
+    assert beta_sweep({"name": "F", "forward": True}, [0.1]) == "0.0"
+    with pytest.raises(ConfigError, match="condition.input_gates='yes' must be true or false"):
+        beta_sweep({"edge_gates": False, "input_gates": "yes"}, [0.1])
+    # a dataset YAML written before the node form (CHANGELOG): E and X, the beta, then N and I
+    flags = "${condition.edge_gates},${condition.exits},0.3,${condition.node_gates},${condition.input_gates}"
+    legacy = f"beta='${{kanx.beta_if_gated:{flags}}}'"
+    assert composed("+condition=N", legacy).beta == 0.3 and composed("+condition=F", legacy).beta == 0.0
+    assert composed("+condition=N").beta == 0.2 and composed("+condition=F").beta == 0.0  # sin_xy2's node form
+
+
 # ---------------------------------------------------------------- unknown keys
 
 
