@@ -129,15 +129,12 @@ def _predictor(model, scaling, estimator: str):
 @one_thread()
 def _score_model(model, scaling, estimator: str, dataset) -> dict:
     from kanx.data import evaluate_members
-    from kanx.kan.structure import model_structure, model_used_inputs
+    from kanx.kan.structure import model_structure, record_metrics
 
     (metrics,) = evaluate_members([dataset], _predictor(model, scaling, estimator))
     (structure,) = model_structure(model, estimator)
     scores = {**metrics, **{k: structure.as_dict()[k] for k in vocab.RECORD_STRUCTURE}}
-    if model.condition.input_gates:  # with I: the inputs a contributing edge leaves, by name
-        (used,) = model_used_inputs(model, estimator)
-        scores[vocab.RECORD_SELECTED_INPUTS] = [dataset.input_names[i] for i in used]
-    return scores
+    return {**scores, **record_metrics(model, estimator, dataset)}  # what its factors add (with I: selected_inputs)
 
 
 @torch.no_grad()

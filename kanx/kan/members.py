@@ -25,9 +25,10 @@ condition (``initialize``), its own-layout slice of the pack's parameters and Ad
 and the split of a step's noise vector by purpose (``split_noise``, a StepNoise): the model
 (kanx.kan.network) takes its noise already split and knows no member's slice.
 
-The model and the trainer ask this layout; neither computes a member's slice itself. A new
-mechanism with parameters or noise of its own adds them here (its owner flag, its index,
-its noise slots), next to its equations in the model.
+The model and the trainer ask this layout; neither computes a member's slice itself. A
+registered factor's parameters (kanx.kan.mechanisms) need nothing here: a member's own part is
+its row, held only where its condition has the factor. A mechanism with noise of its own would
+add its noise slots here.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import torch
 from torch import nn
 
 from kanx import draws
+from kanx.kan import mechanisms
 from kanx.kan.shapes import stage_shapes
 from kanx.kan.spec import Condition
 from kanx.vocab import FACTOR_FIELDS
@@ -46,8 +48,9 @@ from kanx.vocab import FACTOR_FIELDS
 if TYPE_CHECKING:
     from kanx.kan.network import GatedKAN
 
-# Mechanisms whose members are told apart by a per-member flag (Condition's field names);
-# forward connections are told apart by the edge masks instead.
+# Mechanisms whose members are told apart by a per-member flag (Condition's field names), as are
+# the registered ones (kanx.kan.mechanisms); forward connections are told apart by the edge
+# masks instead.
 FLAGGED = ("edge_gates", "exits", "node_gates", "input_gates")
 # A node gate's draw is the egate purpose's (kanx.draws.EGATE) at this index plus the node's id:
 # above every edge index, so a member's egate draws are the same with or without node gates.
@@ -125,7 +128,7 @@ class MemberLayout(nn.Module):
             for m, c in enumerate(conditions):
                 own[m, self.flat_index(c)] = 1.0
             self.register_buffer("own_edges", own, persistent=False)
-            for flag in FLAGGED:
+            for flag in (*FLAGGED, *mechanisms.MECHANISMS):
                 self.register_buffer(f"has_{flag}", torch.tensor([getattr(c, flag) for c in conditions]), persistent=False)
         self._node_layout(dtype)
         egate, exits = self._own_noise_indices()
@@ -224,14 +227,17 @@ class MemberLayout(nn.Module):
             return (m, rows) if name.endswith(".grid") else (m, rows, cols)
         if name == "alpha":
             return (m, self.flat_index(c).to(self.fc_input.device))
-        return (m,)  # exit_logits, node_alpha: the same layout for every condition
+        return (m,)  # exit_logits, node_alpha, a mechanism's parameters: the same layout for every condition
 
     def owns(self, name: str, m: int, params_only: bool = False) -> bool:
         """Whether member m's own-condition model holds state entry ``name`` (with
         ``params_only``, as a parameter): exit logits only with X; egate logits always, but as
         a parameter only with E (without E they are a frozen buffer); node-gate logits only with
-        N or I."""
+        N or I; a registered mechanism's parameters only with its factor."""
         c = self.conditions[m]
+        mechanism = mechanisms.owner(name)
+        if mechanism is not None:
+            return getattr(c, mechanism.flag)
         return (name != "exit_logits" or c.exits) and (name != "alpha" or c.edge_gates or not params_only) and (name != "node_alpha" or c.node_gated)
 
     def member_names(self, names: Sequence[str], m: int, params_only: bool = False) -> list[str]:

@@ -27,12 +27,17 @@ on the input samples, so the merge changes nothing but the number of small ops. 
 shapes are kanx.kan.shapes.stage_shapes; which edges, parameters and noise belong to which
 member of a pack is the member layout's business (kanx.kan.members, ``GatedKAN.members``),
 so this module holds the equations only.
+
+A factor registered since (kanx.vocab.register_factor) brings its equations as a Mechanism
+(kanx.kan.mechanisms): its parameters are made here and its gates multiply each edge's, in
+training, in expectation and at inference alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import cast
 
 import torch
@@ -40,6 +45,7 @@ from torch import nn
 
 from kanx.kan.gates import ALPHA_OPEN, deterministic_gate, expected_open, gumbel_softmax, sample_hard_concrete
 from kanx.kan.layer import KANLayer
+from kanx.kan.mechanisms import EXPECTED, TRAIN, active_mechanisms
 from kanx.kan.members import MemberLayout, StepNoise
 from kanx.kan.spec import Condition, KANSpec, member_generators
 
@@ -95,6 +101,13 @@ class GatedKAN(nn.Module):
         if self.condition.node_gated:  # N or I: one logit per node (M, n_nodes), open where unused
             own = members.node_own > 0
             self.node_alpha = nn.Parameter(torch.where(own, float(spec.gate_init_alpha), ALPHA_OPEN).to(dtype))
+        for mechanism in active_mechanisms(self.condition):  # a registered factor's parameters
+            values = mechanism.parameters(members, spec, dtype)
+            if set(values) != set(mechanism.names):  # the member layout tells whose they are by these names
+                raise ValueError(f"mechanism {mechanism.flag!r} made parameters {sorted(values)}, "
+                                 f"not its names {list(mechanism.names)}")
+            for name, value in values.items():
+                self.register_parameter(name, nn.Parameter(value))
         members.initialize(self, seeds)
 
     # ----------------------------------------------------------------- shape
@@ -203,7 +216,7 @@ class GatedKAN(nn.Module):
         if self.condition.node_gated:
             assert u_nodes is not None, "a network with node gates samples them from noise"
             z = z * self.members.node_factor(self._own_nodes(sample_hard_concrete(self.node_alpha, u_nodes)))
-        return z
+        return self._mechanism_gates(z, TRAIN)
 
     def node_inference_gates(self, estimator: str = "threshold") -> torch.Tensor:
         """Deterministic node gates (M, n_nodes): 1 where a member gates no node (nor without N and I)."""
@@ -218,7 +231,7 @@ class GatedKAN(nn.Module):
         z = deterministic_gate(self.alpha, estimator) * self.edge_mask()
         if self.condition.node_gated:
             z = z * self.members.node_factor(self.node_inference_gates(estimator))
-        return z
+        return self._mechanism_gates(z, estimator)
 
     def expected_nodes(self) -> torch.Tensor:
         """E[z~] per node (M, n_nodes), Eq. (expected-z); 1 where a member gates no node."""
@@ -232,6 +245,15 @@ class GatedKAN(nn.Module):
         z = expected_open(self._alpha()) * self.edge_mask()
         if self.condition.node_gated:
             z = z * self.members.node_factor(self.expected_nodes())
+        return self._mechanism_gates(z, EXPECTED)
+
+    def _mechanism_gates(self, z: torch.Tensor, how: str) -> torch.Tensor:
+        """Edge gates ``z`` (M, n_edges) times the gates of every registered mechanism the pack
+        has (Mechanism.gate, 1 for the members without its factor); ``z`` itself when it has none."""
+        for mechanism in active_mechanisms(self.condition):
+            if mechanism.gate is not None:
+                g = mechanism.gate(self, how)
+                z = z * self.members.keep(mechanism.flag, g, partial(torch.ones_like, g))
         return z
 
     def split_edges(self, flat: torch.Tensor) -> list[torch.Tensor]:

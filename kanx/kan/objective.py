@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
+from kanx.kan.mechanisms import active_mechanisms
 from kanx.kan.network import GatedKAN
 
 COMPLEXITY_SCALES = ("mdl", "mdl_batch", "plain")
@@ -138,10 +140,22 @@ def complexity(model: GatedKAN, costs: Costs = Costs(), exit_tau: float | torch.
     plus the cost of the exit gate's L-1 free parameters. In a mixed pack each member gets
     its own condition's formula. ``exit_tau``: pi = softmax(logits / exit_tau), the
     tempered reading of train.exit_pi (default None: pi = softmax(logits), the "categorical
-    parameters" of "Training and inference"). With input gates (I), plus input_complexity.
+    parameters" of "Training and inference"). With input gates (I), plus input_complexity;
+    with a registered factor, plus its mechanism's cost (mechanism_complexity).
     """
     lc = _complexity(model, costs, exit_tau)
-    return lc + input_complexity(model, costs) if model.condition.input_gates else lc
+    lc = lc + input_complexity(model, costs) if model.condition.input_gates else lc
+    return mechanism_complexity(model, costs, lc)
+
+
+def mechanism_complexity(model: GatedKAN, costs: Costs, lc: torch.Tensor) -> torch.Tensor:
+    """``lc`` (M,) plus the cost of every registered mechanism the pack has (Mechanism.cost, 0 for
+    the members without its factor); ``lc`` itself when it has none."""
+    for mechanism in active_mechanisms(model.condition):
+        if mechanism.cost is not None:
+            term = mechanism.cost(model, costs)
+            lc = lc + model.members.keep(mechanism.flag, term, partial(torch.zeros_like, term))
+    return lc
 
 
 def _complexity(model: GatedKAN, costs: Costs, exit_tau: float | torch.Tensor | None) -> torch.Tensor:

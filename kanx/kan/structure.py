@@ -7,6 +7,9 @@ inputs along connected edges to find the input-to-output paths (their longest le
 the compositional depth); connected edges off those paths are bias terms, merged into
 one per connected component. Contributing edges = path edges + bias components.
 
+What a factor adds to the record about the structure it leaves (with I: the inputs kept) is a
+RecordRule in RECORD_RULES; kanx.evaluate scores every rule of a run's condition.
+
 Nodes are numbered x^(0) units first, then x^(1), ..., x^(L-1), then the n_L outputs of
 the selected exit; with forward connections, stage k's inputs [x^(0), ..., x^(k)] are
 then the contiguous ids 0 .. n_0 + ... + n_k - 1.
@@ -14,11 +17,13 @@ then the contiguous ids 0 .. n_0 + ... + n_k - 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from kanx.vocab import FACTOR_FIELDS, RECORD_METRICS, RECORD_SELECTED_INPUTS
 
 if TYPE_CHECKING:  # the trace is numpy only, so the torch-free analysis can use it
     import torch
@@ -263,3 +268,49 @@ def model_edge_roles(model: GatedKAN, estimator: str = "threshold") -> list[Edge
     """edge_roles() of every member, under the same conditions as model_structure()."""
     masks, exits = _member_masks(model, estimator)
     return [edge_roles(model.width, c.forward, masks[m], exits[m]) for m, c in enumerate(model.members.conditions)]
+
+
+# ---------------------------------------------------------------- what a factor adds to the record
+@dataclass(frozen=True)
+class RecordRule:
+    """A metric of the structure a factor leaves, in the record of every run whose condition has
+    the factor (``flag``, its Condition field): ``measure(model, estimator, dataset)`` of the run's
+    one-member model (kanx.evaluate scores each run alone) is record["metrics"][``metric``], a
+    JSON value."""
+
+    flag: str
+    metric: str
+    measure: Callable[[GatedKAN, str, Any], object]
+
+
+def _selected_inputs(model: GatedKAN, estimator: str, dataset) -> list[str]:
+    """With I: the dataset's names of the inputs a contributing edge leaves."""
+    (used,) = model_used_inputs(model, estimator)
+    return [dataset.input_names[i] for i in used]
+
+
+# The metrics factors add, by name, in the order a record lists them (after the structure's).
+RECORD_RULES: dict[str, RecordRule] = {
+    RECORD_SELECTED_INPUTS: RecordRule("input_gates", RECORD_SELECTED_INPUTS, _selected_inputs),
+}
+
+
+def register_record_rule(rule: RecordRule) -> None:
+    """Add a factor's record metric. Raises ValueError for a flag that is no factor's, or a metric
+    name a record already has."""
+    if rule.flag not in FACTOR_FIELDS.values():
+        raise ValueError(f"record rule flag {rule.flag!r} is no factor's field: {', '.join(FACTOR_FIELDS.values())}")
+    if rule.metric in RECORD_RULES or rule.metric in RECORD_METRICS:
+        raise ValueError(f"record metric {rule.metric!r} is taken: {', '.join((*RECORD_METRICS, *RECORD_RULES))}")
+    RECORD_RULES[rule.metric] = rule
+
+
+def unregister_record_rule(metric: str) -> None:
+    """Take back what register_record_rule added."""
+    del RECORD_RULES[metric]
+
+
+def record_metrics(model: GatedKAN, estimator: str, dataset) -> dict:
+    """The metrics the factors of a one-member model's condition add to its record (RECORD_RULES)."""
+    rules = [r for r in RECORD_RULES.values() if getattr(model.condition, r.flag, False)]
+    return {r.metric: r.measure(model, estimator, dataset) for r in rules}
