@@ -70,7 +70,7 @@ def tau_x(epoch: int, epochs: int, start: float = 5.0, end: float = 0.1) -> floa
 def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[int]:
     """Epochs that begin with a grid update: a burst of ``grid_update_count`` updates,
     ``grid_update_every`` epochs apart, at training start, at FC activation (with F) and
-    at beta onset (with E or X, where beta acts, when the warmup applies to the condition).
+    at beta onset (where beta acts: Condition.beta_acts, when the warmup applies to the condition).
     Empty when grid updates are off."""
     if not train.grid_updates:
         return frozenset()
@@ -130,7 +130,7 @@ class Trainer:
         self.condition = self.model.condition  # the superset of the members' conditions
         self.model.use_compiled_basis(self.train_cfg.compile)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
-        # L_C enters the loss of members with E or X only (beta acts through their gates).
+        # L_C enters the loss only of members where beta acts (Condition.beta_acts: E, X, N, I, or a registered factor).
         self.uses_lc = torch.tensor([beta_acts(c) for c in self.conditions], device=device)
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
@@ -153,7 +153,7 @@ class Trainer:
         return math.ceil(self.x.shape[1] / self.train_cfg.batch_size)
 
     def betas_at(self, epoch: int) -> list[float]:
-        """The beta in force for every member in an epoch: its own where beta acts (E or X),
+        """The beta in force for every member in an epoch: its own where beta acts (Condition.beta_acts),
         except in the warmup where that applies to it (warmup_applies); 0 otherwise."""
         on, cfg = beta_active(epoch, self.train_cfg.warmup), self.train_cfg
         return [r.beta if beta_acts(c) and (on or not warmup_applies(c, cfg.warmup_for)) else 0.0
