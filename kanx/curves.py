@@ -297,12 +297,6 @@ def _number(text: str):
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
 
 
-def read_history(run_dir: str | Path):
-    """A run's curve (metrics.csv or metrics.csv.gz) as a pandas DataFrame (None if the run has
-    none; kanx.history.CurveError if it is damaged)."""
-    return history.read_history(run_dir)
-
-
 def main(argv=None) -> int:
     """python -m kanx.curves splice LATER_ROOT [ROOT]: splice every curve under LATER_ROOT
     (metrics.csv or metrics.csv.gz) onto the curve of the same run folder under ROOT (default:

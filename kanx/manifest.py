@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kanx.errors import ConfigError
+from kanx.record import canonical_beta
 from kanx.vocab import MANIFEST
 
 FORMAT = 1
@@ -49,7 +50,7 @@ def expected_runs(manifest: dict) -> set[tuple[float, int]]:
     out = set()
     for entry in manifest["runs"].values():
         try:
-            out.add((float(f"{float(entry['beta']):.12g}"), int(entry["seed"])))
+            out.add((canonical_beta(entry["beta"]), int(entry["seed"])))
         except (KeyError, TypeError, ValueError):
             continue  # an entry it cannot read names no run
     return out

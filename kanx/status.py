@@ -56,6 +56,7 @@ from kanx.cli import ArgumentParser, pipe_safe, prog
 from kanx.errors import report
 from kanx.eta import LEFT, duration, estimate, total_eta
 from kanx.manifest import expected_runs, read_manifest
+from kanx.record import canonical_beta
 from kanx.records import lock_is_live, read_state
 from kanx.vocab import (  # UNGATED: no beta sweep, seeds only at beta 0
     CHECKPOINT,
@@ -73,11 +74,6 @@ STATES = ("ok", "collapsed", "diverged", "failed", "running", "corrupt", "checkp
 RARE = ("corrupt", "bad checkpoint")  # columns of the table only where some run is in them
 DEFAULT_SEEDS = tuple(range(10))  # conf/config.yaml: hydra.sweeper.params.seed = range(0,10)
 _RUN_DIR = re.compile(r"beta=(?P<beta>[^,/]+),seed=(?P<seed>\d+)")
-
-
-def canonical_beta(value) -> float:
-    """Beta as written by any writer (0.001, '1e-3', '0.0010') compared as one number."""
-    return float(f"{float(value):.12g}")
 
 
 @dataclass

@@ -71,7 +71,7 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
 
     from kanx.analyze.__main__ import main
     from kanx.analyze.collect import load_runs
-    from kanx.analyze.curve_figures import beta_onset, curve_figures, read_history
+    from kanx.analyze.curve_figures import beta_onset, curve_figures, drawable_history
 
     configs = run_dirs(tmp_path, "EFX", seeds="0,1", betas="0.1") + run_dirs(tmp_path, "baseline", seeds="0,1", betas="0.0")
     assert run_plan(configs, group="all") == 0
@@ -91,8 +91,8 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     assert titles[("EFX", None)] == titles[("EFX", 0)] == [
         "training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
     assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
-    assert beta_onset(read_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
-    assert beta_onset(read_history(configs[-1][1])) is None  # Baseline: beta stays 0
+    assert beta_onset(drawable_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
+    assert beta_onset(drawable_history(configs[-1][1])) is None  # Baseline: beta stays 0
 
 
 def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monkeypatch):

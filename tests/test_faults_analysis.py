@@ -198,7 +198,8 @@ def test_a_spliced_curve_of_a_finished_run_stays_vouched_for(tmp_path):
     """offline_gpu/unpack.sh: a GPU job finished the run from its checkpoint and sealed the rows it wrote
     (epochs 6-10); here the earlier rows (1-5) come back from .stash/, then the job's rows are
     spliced on. The spliced curve is the run's whole curve, and its marker must say so."""
-    from kanx.curves import read_history, splice
+    from kanx.curves import splice
+    from kanx.history import read_history
 
     lines = CURVE.splitlines(keepends=True)
     folder = write_run(tmp_path, "results/run", record(0), curve=lines[0] + "".join(lines[6:]))

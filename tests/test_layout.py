@@ -1,11 +1,33 @@
-"""How the checkout is laid out (issue #49, loose ends): the Makefile declares as phony exactly
-the targets it defines. Read from the files, so it runs in the fast tier."""
+"""How the checkout is laid out (issue #49, loose ends): a function that several modules need is
+defined once and imported (two definitions drift apart); the Makefile declares as phony exactly
+the targets it defines. Read from the files (ast), so it runs in the fast tier."""
 
 from __future__ import annotations
 
+import ast
 import re
+from collections import defaultdict
 
 from helpers import ROOT
+
+SOURCES = [p for d in ("kanx", "hydra_plugins", "scripts") for p in sorted((ROOT / d).rglob("*.py"))]
+# Defined once each: a run's training curve read back, beta as one number, the runs a sweep expects.
+ONCE = ("read_history", "canonical_beta")
+
+
+def definitions(names) -> dict[str, list[str]]:
+    """'path:line' of every function (at any depth) named one of ``names`` in kanx, hydra_plugins and scripts."""
+    found = defaultdict(list)
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
+                found[node.name].append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_shared_functions_are_defined_once():
+    found = definitions(ONCE)
+    assert {name: len(found[name]) for name in ONCE} == dict.fromkeys(ONCE, 1), dict(found)
 
 
 def test_the_makefile_phony_list_names_exactly_its_targets():
