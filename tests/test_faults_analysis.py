@@ -198,8 +198,11 @@ def test_a_spliced_curve_of_a_finished_run_stays_vouched_for(tmp_path):
     """offline_gpu/unpack.sh: a GPU job finished the run from its checkpoint and sealed the rows it wrote
     (epochs 6-10); here the earlier rows (1-5) come back from .stash/, then the job's rows are
     spliced on. The spliced curve is the run's whole curve, and its marker must say so."""
-    from kanx.curves import splice
+    from helpers import load_script
+
     from kanx.history import read_history
+
+    splice = load_script("offline_gpu/curves.py").splice
 
     lines = CURVE.splitlines(keepends=True)
     folder = write_run(tmp_path, "results/run", record(0), curve=lines[0] + "".join(lines[6:]))
@@ -219,7 +222,8 @@ def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_v
     finished, sealing the rows it wrote (6-10); the restored curve is both, vouched for."""
     repo, run = tmp_path / "repo", "results/paper/concrete/E/default/beta=0.01,seed=0"
     (repo / "scripts" / "offline_gpu").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "offline_gpu" / "stash.sh", repo / "scripts" / "offline_gpu")
+    for script in ("stash.sh", "curves.py"):
+        shutil.copy(ROOT / "scripts" / "offline_gpu" / script, repo / "scripts" / "offline_gpu")
     lines = CURVE.splitlines(keepends=True)
     (repo / run).mkdir(parents=True)
     (repo / run / METRICS).write_text("".join(lines[:6]))
