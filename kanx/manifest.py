@@ -137,7 +137,7 @@ def _command() -> str:
         return shlex.join([first.name, *sys.argv[1:]])
     if first.suffix == ".py" and first.parent.name == "kanx":  # python -m kanx.train puts the module's file there
         return " ".join([f"python -m kanx.{first.stem}", *rest])
-    if first.suffix == ".py":  # python scripts/reproduce.py
+    if first.suffix == ".py":  # python scripts/studies/factor_study.py
         return " ".join(["python", shlex.quote(sys.argv[0]), *rest])
     return shlex.join(sys.argv)
 

@@ -48,7 +48,7 @@ def test_status_after_a_packed_sweep_over_conditions_expects_what_was_launched(t
 def test_the_smoke_pipeline_expects_what_it_launched_and_misses_nothing(tmp_path, capsys):
     """`make reproduce-tables SCALE=smoke DATASETS=nguyen_f1` (two of its conditions): 2 seeds,
     not the 10 a record's config sweeps, and no multirun.yaml."""
-    p = subprocess.run([sys.executable, "scripts/reproduce.py", "--scale", "smoke", "--datasets", "nguyen_f1", "--conditions", "E", "F",
+    p = subprocess.run([sys.executable, "-m", "kanx.reproduce", "--scale", "smoke", "--datasets", "nguyen_f1", "--conditions", "E", "F",
                         "--results", str(tmp_path), "--no-analysis"], cwd=ROOT, capture_output=True, text=True, timeout=600,
                        env=os.environ | {"PYTHONUNBUFFERED": "1"})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

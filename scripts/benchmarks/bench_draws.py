@@ -22,8 +22,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
-
 
 def generator_draws(generators, n: int, n_batches: int, widths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """The reference: before counter-based draws, Trainer._epoch_noise drew each member's order
