@@ -35,7 +35,7 @@ KEEP_LAUNCHES = 20  # the newest commands kept: enough to see how a folder was f
 
 def read_manifest(sweep_dir: Path) -> dict | None:
     """The manifest of a sweep folder, or None where there is none or it cannot be used (a
-    damaged file is ignored: kanx.status then expects what it did before manifests)."""
+    damaged file is ignored: kanx.status then expects only the runs on disk, and says so)."""
     try:
         data = json.loads((Path(sweep_dir) / MANIFEST).read_text())
     except (OSError, ValueError):

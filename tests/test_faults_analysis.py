@@ -285,7 +285,7 @@ class NotPlainData:
 
 def test_status_shows_an_unloadable_checkpoint_as_bad_and_says_why(tmp_path, capsys):
     sweep = tmp_path / "concrete" / "E" / "default"
-    write_run(sweep, "beta=0.1,seed=0", status_record(0))  # the record config gives the expected grid
+    write_run(sweep, "beta=0.1,seed=0", status_record(0))
     for seed in (1, 2, 3):
         (sweep / f"beta=0.1,seed={seed}").mkdir(parents=True)
     good = sweep / "beta=0.1,seed=1" / "checkpoint.pt"

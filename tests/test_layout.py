@@ -13,7 +13,7 @@ from helpers import ROOT
 
 SOURCES = [p for d in ("kanx", "hydra_plugins", "scripts") for p in sorted((ROOT / d).rglob("*.py"))]
 # Defined once each: a run's training curve read back, beta as one number, the runs a sweep expects.
-ONCE = ("read_history", "canonical_beta")
+ONCE = ("read_history", "canonical_beta", "expected_grid")
 
 
 def definitions(names) -> dict[str, list[str]]:
