@@ -19,7 +19,7 @@ OVERRIDES ?=
 GROUP    ?=
 PACK_SIZE ?=
 
-.PHONY: help install run formula test test-full test-portable test-cuda test-slurm lint sweep reproduce-tables analyze docs-calibration docs-reproduction study bench bench-paper clean
+.PHONY: help install run formula test test-full test-portable test-cuda test-slurm lint reproduce-tables analyze docs-calibration docs-reproduction study bench bench-paper clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \

@@ -14,7 +14,7 @@ from typing import NoReturn
 
 
 def _script() -> str | None:
-    """`python PATH` where this process runs a script (scripts/reproduce.py, a study's script),
+    """`python PATH` where this process runs a script (a study's, scripts/studies/distractors.py),
     as typed; None for a module run with -m, a console script, or Python run otherwise."""
     main = sys.modules.get("__main__")
     file = getattr(main, "__file__", None)
@@ -25,7 +25,7 @@ def _script() -> str | None:
 
 def prog(module: str | None = None) -> str:
     """The command as it was typed, for argparse's usage line and every error line: a console
-    script by its name (`kanx-status`), a script as `python scripts/reproduce.py`, anything else
+    script by its name (`kanx-status`), a script as `python scripts/studies/distractors.py`, anything else
     as `python -m MODULE`, which is what runs there too (a test calling main() gets that).
     Without ``module`` (a launcher or the runner, deep below a command), the module this process
     runs with -m, else plain `kanx` (kanx used as a library)."""

@@ -1,5 +1,5 @@
 """torch.compile as kanx uses it, in one place: the fused basis kernels (kanx.kan.kernels), the
-fused Adam update (kanx.optim) and the draws' per-element loops (kanx.draws)."""
+fused Adam update (kanx.optim) and the draws' per-element loops (kanx.noise)."""
 
 from __future__ import annotations
 

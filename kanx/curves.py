@@ -33,8 +33,7 @@ from typing import TextIO
 
 import torch
 
-from kanx import history, records, vocab
-from kanx.hashing import sha256_of
+from kanx import records, vocab
 from kanx.kan.objective import complexity
 from kanx.loggers import NoLogger, RowLogger, open_logger
 from kanx.trainer import Progress, Trainer
@@ -152,7 +151,7 @@ def _start(run_dir: Path, resume_epoch: int) -> list[str] | None:
     if not kept:
         live.unlink(missing_ok=True)
         return None
-    _write_rows(live, kept)
+    write_rows(live, kept)
     return list(kept[0])
 
 
@@ -164,8 +163,8 @@ def _append(path: Path, columns: list[str] | None, row: dict, out: TextIO | None
     resumed by a kanx that logs more) rewrites the file with both sets (through ``path``: a
     caller's open handle is stale after it). Returns the file's columns. Raises StorageError."""
     if columns is not None and list(row) != columns:
-        rows = _read_rows(path) + [row]
-        _write_rows(path, rows, columns=list(dict.fromkeys(k for r in rows for k in r)))
+        rows = read_rows(path) + [row]
+        write_rows(path, rows, columns=list(dict.fromkeys(k for r in rows for k in r)))
         return list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(row), lineterminator="\n")
@@ -194,7 +193,7 @@ def _open_budget() -> int:
     return max(0, min(1024, (soft if soft != resource.RLIM_INFINITY else 4096) // 4))
 
 
-def _read_rows(path: Path | None) -> list[dict]:
+def read_rows(path: Path | None) -> list[dict]:
     """The rows of a curve (metrics.csv or metrics.csv.gz), numbers as numbers ([] where there is none)."""
     if path is None or not Path(path).exists():
         return []
@@ -206,7 +205,7 @@ def _read_rows(path: Path | None) -> list[dict]:
     return [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(io.StringIO(text, newline="")) if None not in row.values()]
 
 
-def _write_rows(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
+def write_rows(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
     """The rows as a curve at ``path`` (with ``columns``: those, a row's missing ones empty),
     gzipped where its name ends in .gz (metrics.csv.gz)."""
     buf = io.StringIO()
@@ -217,76 +216,9 @@ def _write_rows(path: Path, rows: list[dict], columns: list[str] | None = None) 
     records.atomic_write_bytes(path, records.gzip_bytes(data) if Path(path).name.endswith(".gz") else data)
 
 
-def _put(run_dir: Path, name: str, rows: list[dict]) -> None:
-    """Make ``rows`` the run's curve, as ``name`` (metrics.csv or metrics.csv.gz): written first,
-    then the other form removed, so the run never holds neither."""
-    _write_rows(Path(run_dir) / name, rows)
-    for other in vocab.CURVES:
-        if other != name:
-            (Path(run_dir) / other).unlink(missing_ok=True)
-
-
 def _rows_before(path: Path | None, epoch: int) -> list[dict]:
     """The rows of an existing curve up to ``epoch`` (a resumed run's history)."""
-    return [r for r in _read_rows(path) if r["epoch"] <= epoch]
-
-
-def splice(earlier: Path, later: Path) -> int:
-    """Extend the curve at ``earlier`` by the curve at ``later`` of the same run, written by a
-    process that resumed it without ``earlier`` at hand (a time-boxed run on an offline GPU node,
-    whose copied tree leaves the curves behind): ``earlier``'s rows before ``later``'s first epoch, then all of ``later``'s, as a resume
-    with both present would have written them. Where ``earlier`` already reaches ``later``'s last
-    epoch (the run went further here meanwhile, or finished), it is left as it is. A finished run's
-    done marker that vouched for either curve vouches for the spliced one. Returns the number of
-    rows written (0: left as it is).
-
-    Either may be plain or gzipped (metrics.csv.gz: the run finished there). The spliced curve
-    takes ``later``'s form, the newer state of the run, in ``earlier``'s folder, and the other form
-    there goes (a checkpointed run's metrics.csv here, finished there: metrics.csv.gz)."""
-    earlier, later = Path(earlier), Path(later)
-    spliced = _joined(_read_rows(earlier), _read_rows(later))
-    if spliced is None:
-        return 0
-    was = {sha256_of(p) for p in (earlier, later) if p.is_file()}
-    _put(earlier.parent, later.name, spliced)
-    # A run the window finished was sealed with the curve of its last stretch only: the whole
-    # curve replaces it on purpose, so its done marker must vouch for it, or the curve reads as damaged.
-    history.vouch_for_rewritten_curve(earlier.parent, was)
-    return len(spliced)
-
-
-def _joined(have: list[dict], rows: list[dict]) -> list[dict] | None:
-    """A run's earlier rows (``have``) followed by the rows a later stretch wrote (``rows``); None
-    where the later rows add nothing (there are none, or ``have`` already goes as far)."""
-    if not rows or (have and have[-1]["epoch"] >= rows[-1]["epoch"]):
-        return None
-    return [r for r in have if r["epoch"] < rows[0]["epoch"]] + rows
-
-
-def put_back(stashed: Path, run_dir: Path) -> bool:
-    """scripts/offline_gpu/stash.sh back: a curve set aside (``stashed``, plain or .gz) returns to its run
-    folder. Where the run has a curve again (it resumed meanwhile without the set-aside rows),
-    the two are spliced (``splice``: the set-aside rows, then those written since; where the
-    set-aside curve goes as far, it is the whole curve) and the run's done marker vouches for
-    the result where it vouched for either. Returns whether it spliced."""
-    stashed, run_dir = Path(stashed), Path(run_dir)
-    here = records.curve_path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if here is None:
-        os.replace(stashed, run_dir / stashed.name)
-        return False
-    was = {sha256_of(stashed), sha256_of(here)}
-    spliced = _joined(_read_rows(stashed), _read_rows(here))
-    if spliced is not None:
-        _put(run_dir, here.name, spliced)
-        stashed.unlink()
-    else:
-        os.replace(stashed, run_dir / stashed.name)
-        for other in vocab.CURVES:
-            if other != stashed.name:
-                (run_dir / other).unlink(missing_ok=True)
-    history.vouch_for_rewritten_curve(run_dir, was)  # a run that finished meanwhile sealed the rows written since only
-    return True
+    return [r for r in read_rows(path) if r["epoch"] <= epoch]
 
 
 def _number(text: str):
@@ -295,40 +227,3 @@ def _number(text: str):
     except ValueError:
         return text
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
-
-
-def read_history(run_dir: str | Path):
-    """A run's curve (metrics.csv or metrics.csv.gz) as a pandas DataFrame (None if the run has
-    none; kanx.history.CurveError if it is damaged)."""
-    return history.read_history(run_dir)
-
-
-def main(argv=None) -> int:
-    """python -m kanx.curves splice LATER_ROOT [ROOT]: splice every curve under LATER_ROOT
-    (metrics.csv or metrics.csv.gz) onto the curve of the same run folder under ROOT (default:
-    the current directory); see ``splice``."""
-    from kanx.cli import ArgumentParser, prog
-
-    p = ArgumentParser(prog=prog("kanx.curves"), description=main.__doc__)
-    p.add_argument("command", choices=["splice"])
-    p.add_argument("later_root", type=Path)
-    p.add_argument("root", type=Path, nargs="?", default=Path("."))
-    a = p.parse_args(argv)
-    if not a.later_root.is_dir():
-        p.error(f"later_root {a.later_root} is not a folder")
-    n = kept = 0
-    folders = sorted({p.parent for name in vocab.CURVES for p in a.later_root.rglob(name) if p.is_file()})
-    for folder in folders:
-        later = records.curve_path(folder)
-        target_dir = a.root / folder.relative_to(a.later_root)
-        target_dir.mkdir(parents=True, exist_ok=True)
-        if splice(records.curve_path(target_dir) or target_dir / later.name, later):
-            n += 1
-        else:
-            kept += 1
-    print(f"spliced {n} training curves from {a.later_root} into {a.root}; {kept} here already went as far, kept")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

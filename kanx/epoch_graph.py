@@ -2,7 +2,7 @@
 
 On a GPU these small networks cost their kernel launches, not their arithmetic, and a pack
 stepped from the host advances at the host's pace (docs/BENCHMARK.md, "On a GPU"). Here one
-CUDA graph holds a whole epoch: the epoch's draws (kanx.draws, keyed by an epoch counter on
+CUDA graph holds a whole epoch: the epoch's draws (kanx.noise, keyed by an epoch counter on
 the device), the shuffle, every step (gates, forward, loss, backward, the member freeze and
 Adam), the divergence check and the epoch's losses written to a log on the device. The host
 replays it once per epoch without waiting, and reads the log at the end of a *chunk*: the

@@ -52,7 +52,7 @@ def read_history(run_dir: str | Path):
 
 
 def vouch_for_rewritten_curve(run_dir: str | Path, was: Iterable[str]) -> bool:
-    """After kanx rewrote a finished run's curve on purpose (kanx.curves.splice: the same run's
+    """After kanx rewrote a finished run's curve on purpose (scripts/offline_gpu/curves.py: the same run's
     rows from two stretches of its training), make its done marker vouch for the result (the
     run's curve now, plain or .gz, curve_path), where the marker vouched for one of the curves it
     was made from (``was``: their sha256). A marker that vouched for another file, or for no

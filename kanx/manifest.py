@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kanx.errors import ConfigError
+from kanx.record import canonical_beta
 from kanx.vocab import MANIFEST
 
 FORMAT = 1
@@ -34,7 +35,7 @@ KEEP_LAUNCHES = 20  # the newest commands kept: enough to see how a folder was f
 
 def read_manifest(sweep_dir: Path) -> dict | None:
     """The manifest of a sweep folder, or None where there is none or it cannot be used (a
-    damaged file is ignored: kanx.status then expects what it did before manifests)."""
+    damaged file is ignored: kanx.status then expects only the runs on disk, and says so)."""
     try:
         data = json.loads((Path(sweep_dir) / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -49,7 +50,7 @@ def expected_runs(manifest: dict) -> set[tuple[float, int]]:
     out = set()
     for entry in manifest["runs"].values():
         try:
-            out.add((float(f"{float(entry['beta']):.12g}"), int(entry["seed"])))
+            out.add((canonical_beta(entry["beta"]), int(entry["seed"])))
         except (KeyError, TypeError, ValueError):
             continue  # an entry it cannot read names no run
     return out
@@ -136,7 +137,7 @@ def _command() -> str:
         return shlex.join([first.name, *sys.argv[1:]])
     if first.suffix == ".py" and first.parent.name == "kanx":  # python -m kanx.train puts the module's file there
         return " ".join([f"python -m kanx.{first.stem}", *rest])
-    if first.suffix == ".py":  # python scripts/reproduce.py
+    if first.suffix == ".py":  # python scripts/studies/factor_study.py
         return " ".join(["python", shlex.quote(sys.argv[0]), *rest])
     return shlex.join(sys.argv)
 

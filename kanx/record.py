@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kanx.atomic import atomic_write_bytes
 from kanx.sealing import integrity_problem, seal
-from kanx.vocab import CHECKPOINT, DONE, RECORD, SCHEMA_VERSION
+from kanx.vocab import CHECKPOINT, DONE, RECORD, SCHEMA_VERSION, UNGATED
 
 
 def finite_or_none(value):
@@ -33,6 +33,18 @@ def finite_or_none(value):
     if isinstance(value, list | tuple):
         return [finite_or_none(v) for v in value]
     return value
+
+
+def canonical_beta(beta, condition: str | None = None) -> float:
+    """Beta as written by any writer (0.1, '0.1', 0.10 from a record, a manifest, a folder name or
+    a table) as one float, rounded to 12 significant digits, so that they compare equal. A
+    missing beta is 0 for an ungated condition (Baseline, F: no beta sweep) and refused for any
+    other (ValueError)."""
+    if beta is None:
+        if condition in UNGATED:
+            return 0.0
+        raise ValueError(f"condition {condition} needs a beta")
+    return float(f"{float(beta):.12g}")
 
 
 @dataclass

@@ -3,7 +3,7 @@
     kanx-reproduce [--scale full|smoke] [--datasets concrete ikeda ...] [--conditions EFX EFXI ...]
                    [--results DIR] [--launcher packed|basic|slurm] [--dry-run]
 
-(or `python -m kanx.reproduce`, or `python scripts/reproduce.py` from a checkout.)
+(or `python -m kanx.reproduce`, from an installed kanx or the root of a checkout.)
 
 Each (dataset, condition) sweep is what `python -m kanx.train +condition=C dataset=D -m`
 would run, with the dataset's beta list and seeds 0-9 from conf/. With the packing launcher
@@ -110,7 +110,7 @@ def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    # prog: as typed, kanx-reproduce, python -m kanx.reproduce or python scripts/reproduce.py
+    # prog: as typed, kanx-reproduce or python -m kanx.reproduce
     p = ArgumentParser(prog=prog("kanx.reproduce"), description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=["full", "smoke"], default="full")

@@ -249,8 +249,8 @@ def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> No
 
 
 def _pack_facts(jobs: Sequence[Job], trainer: Trainer) -> dict:
-    """What kanx.status needs to time a pack before any of its runs has a record (a mixed pack's
-    sweeps have no multirun.yaml either): which pack (an id shared by its members' checkpoints, so
+    """What kanx.status needs to time a pack before any of its runs has a record (the manifests
+    list runs, not packs): which pack (an id shared by its members' checkpoints, so
     a pack spanning several sweeps is counted once), its epochs, batches per epoch and size."""
     names = "\n".join(sorted(str(job.run_dir.resolve()) for job in jobs))
     return {"id": hashlib.sha1(names.encode()).hexdigest()[:12], "epochs": trainer.train_cfg.epochs,

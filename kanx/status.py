@@ -21,15 +21,10 @@ where some run has them.
 
 Expected runs: what was launched. Every launch (a single run, a `-m` sweep on any launcher,
 `make reproduce-tables`) lists its runs in the sweep folder's `manifest.json` before training
-(kanx.manifest), so a single run expects 1 and a smoke pipeline the runs it launched. Beside
-it, the betas and seeds of the `multirun.yaml` Hydra writes into the sweep folder (the command
-line's beta=... seed=... or the config's sweep: the dataset's beta list for gated conditions,
-beta 0 for Baseline and F, seeds 0-9) count too: with launcher=basic each job adds itself to
-the manifest only when it starts. A folder with neither (results written before manifests,
-such as results/paper) expects what the resolved config of a record in it sweeps (beta list,
-seeds 0-9); run folders found on disk always count. A multirun that swept other keys too
-(dataset=a,b) spreads over several folders, so its multirun.yaml says nothing about one
-folder: its manifests do.
+(kanx.manifest), so a single run expects 1 and a smoke pipeline the runs it launched; run
+folders found on disk count too. A sweep folder without a manifest (results written before
+manifests, such as results/paper) expects only the runs on disk, and the status says so in one
+line: nothing there says what was launched, so nothing is guessed.
 
 ETA: the steps left at the recorded pack step rate, sweeps one after another (kanx.eta says how).
 Failed runs count as left: the next invocation retries them.
@@ -46,38 +41,27 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
 
 from kanx.checkpoint import BadCheckpoint, Checkpoint
 from kanx.cli import ArgumentParser, pipe_safe, prog
 from kanx.errors import report
 from kanx.eta import LEFT, duration, estimate, total_eta
 from kanx.manifest import expected_runs, read_manifest
+from kanx.record import canonical_beta
 from kanx.records import lock_is_live, read_state
 from kanx.vocab import (  # UNGATED: no beta sweep, seeds only at beta 0
     CHECKPOINT,
-    FACTOR_FIELDS,
     LOCK,
     MANIFEST,
     RECORD,
     UNGATED,
-    Condition,
-    folder_tag,
 )
 
-MULTIRUN = "multirun.yaml"
 STATES = ("ok", "collapsed", "diverged", "failed", "running", "corrupt", "checkpointed", "bad checkpoint", "missing")
 RARE = ("corrupt", "bad checkpoint")  # columns of the table only where some run is in them
-DEFAULT_SEEDS = tuple(range(10))  # conf/config.yaml: hydra.sweeper.params.seed = range(0,10)
 _RUN_DIR = re.compile(r"beta=(?P<beta>[^,/]+),seed=(?P<seed>\d+)")
-
-
-def canonical_beta(value) -> float:
-    """Beta as written by any writer (0.001, '1e-3', '0.0010') compared as one number."""
-    return float(f"{float(value):.12g}")
 
 
 @dataclass
@@ -99,13 +83,12 @@ class Sweep:
     condition: str
     tag: str
     runs: list[Run]
-    expected_from: str  # "manifest", "manifest+multirun.yaml", "multirun.yaml", "record config" or "runs on disk"
+    expected_from: str  # "manifest" (what was launched) or "runs on disk" (a folder without one)
     eta_s: float | None = None
     pack_eta_s: dict = field(default_factory=dict, repr=False)  # pack id -> seconds left, for runs whose checkpoints name their pack
     other_eta_s: float | None = field(default=None, repr=False)  # seconds left for the rest of its runs
     counts: dict = field(default_factory=dict)
     records: list = field(default_factory=list, repr=False)  # the finished runs' records
-    multirun: Path | None = field(default=None, repr=False)  # the multirun.yaml of its jobs
     manifest: dict | None = field(default=None, repr=False)  # what was launched into it (kanx.manifest)
 
     def __post_init__(self) -> None:
@@ -162,11 +145,11 @@ def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, f
 
 def find_sweeps(root: Path) -> dict[Path, list[Path]]:
     """Sweep folder -> its run folders (a folder named beta=..,seed=.., or holding a record,
-    checkpoint or lock); folders holding a multirun.yaml or a manifest are sweeps even before any run."""
+    checkpoint or lock); folders holding a manifest are sweeps even before any run."""
     sweeps: dict[Path, list[Path]] = {}
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
-        if MULTIRUN in files or MANIFEST in files:
+        if MANIFEST in files:
             sweeps.setdefault(here, [])
         if here != root and (_RUN_DIR.fullmatch(here.name) or {RECORD, CHECKPOINT, LOCK} & set(files)):
             sweeps.setdefault(here.parent, []).append(here)
@@ -175,108 +158,22 @@ def find_sweeps(root: Path) -> dict[Path, list[Path]]:
     return sweeps
 
 
-def _beta_list(condition: dict, dataset: dict) -> list[float] | None:
-    """kanx.config.beta_sweep: the dataset's betas for gated conditions, else beta 0."""
-    if not isinstance(condition, dict) or not isinstance(dataset, dict):
-        return None
-    if not Condition(**{k: bool(condition.get(k)) for k in FACTOR_FIELDS.values()}).beta_acts:
-        return [0.0]
-    betas = dataset.get("betas")
-    if not isinstance(betas, list) or not all(isinstance(b, int | float) for b in betas):
-        return None
-    return [canonical_beta(b) for b in betas]
-
-
-@dataclass(frozen=True)
-class Multirun:
-    """What a multirun.yaml says about the one sweep folder its jobs write to."""
-
-    source: Path  # the multirun.yaml
-    folder: Path  # the jobs' sweep folder (may differ from the yaml's: see multirun_plan)
-    betas: tuple[float, ...]
-    seeds: tuple[int, ...]
-
-
-def multirun_plan(path: Path) -> Multirun | None:
-    """The sweep folder, betas and seeds of the multirun whose multirun.yaml is ``path``: the
-    sweeper's params, then the command line over them, as Hydra's basic sweeper combines them.
-    None where it cannot tell: unreadable, or keys other than beta and seed swept (its jobs
-    spread over several folders).
-
-    Hydra writes multirun.yaml into the folder of the command line as typed, but each job's
-    tag holds its overrides as Hydra re-prints them (`...=false` becomes `...=False`), so the
-    jobs' folder is computed here the way Hydra computes it for the jobs."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        cfg = yaml.safe_load(path.read_text())
-        hydra = cfg["hydra"]
-        params = hydra.get("sweeper", {}).get("params") or {}
-        task = hydra.get("overrides", {}).get("task") or []
-        dirname = hydra["job"]["config"]["override_dirname"]
-        exclude, item_sep, kv_sep = set(dirname.get("exclude_keys") or []), dirname.get("item_sep", ","), dirname.get("kv_sep", "=")
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
-        return None
-    values: dict[str, list[str]] = {}
-    lines = [f"{k}={v}" for k, v in params.items() if "${" not in str(v)] + list(task)
-    try:
-        parsed = OverridesParser.create().parse_overrides(lines)
-        for o in parsed:
-            values[o.get_key_element()] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
-        keys = {o.get_key_element(): o.key_or_group for o in parsed}
-    except Exception:  # a sweep Hydra's basic sweeper cannot expand either
-        return None
-    if any(len(v) > 1 for k, v in values.items() if keys[k] not in ("beta", "seed")):
-        return None
-    tag = item_sep.join(sorted(f"{k}={v[0]}" for k, v in values.items() if keys[k] not in exclude)).replace("=", kv_sep)
-    try:
-        betas = [canonical_beta(b) for b in values["beta"]] if "beta" in values else _beta_list(cfg.get("condition") or {}, cfg.get("dataset") or {})
-        seeds = [int(x) for x in values["seed"]] if "seed" in values else list(DEFAULT_SEEDS)
-    except (ValueError, TypeError):
-        return None
-    if betas is None:
-        return None
-    return Multirun(path, path.parent.parent / folder_tag(tag), tuple(betas), tuple(seeds))
-
-
-def expected_grid(plan: Multirun | None, records: list[dict], manifest: dict | None = None) -> tuple[set[tuple[float, int]], str]:
-    """The (beta, seed) a sweep folder expects and where that comes from: what was launched
-    (the manifest, with the multirun.yaml's grid), else what a record's config sweeps."""
-    if manifest is not None:
-        grid = {(b, s) for b in plan.betas for s in plan.seeds} if plan is not None else set()
-        return expected_runs(manifest) | grid, "manifest" + (f"+{MULTIRUN}" if plan is not None else "")
-    if plan is not None:
-        return {(b, s) for b in plan.betas for s in plan.seeds}, MULTIRUN
-    for record in records:
-        config = record.get("config") or {}
-        betas = _beta_list(config.get("condition") or {}, config.get("dataset") or {}) if config.get("dataset") else None
-        if betas is not None:
-            return {(b, s) for b in betas for s in DEFAULT_SEEDS}, "record config"
-    return set(), "runs on disk"
-
-
 # ---------------------------------------------------------------------------- ETA
 
 
-def _protocol(records: list[dict], multirun: Path | None, runs: Iterable[Run] = (), manifest: dict | None = None) -> tuple[int, int, int] | None:
-    """(epochs, batches per epoch, pack size) from a record, else from the manifest, else from the
-    multirun.yaml, else from a checkpoint's pack facts."""
+def _protocol(records: list[dict], runs: Iterable[Run] = (), manifest: dict | None = None) -> tuple[int, int, int] | None:
+    """(epochs, batches per epoch, pack size) from a record's config, else from the manifest,
+    else from a checkpoint's pack facts."""
     for record in records:
         train = (record.get("config") or {}).get("train") or {}
         try:
-            return int(train["epochs"]), math.ceil(int(record["n_train"]) / int(train["batch_size"])), int(train.get("pack_size") or 70)
+            return int(train["epochs"]), math.ceil(int(record["n_train"]) / int(train["batch_size"])), int(train["pack_size"])
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue
     try:
         p = manifest["protocol"]
         return int(p["epochs"]), int(p["batches"]), int(p["pack_size"])
     except (KeyError, TypeError, ValueError):
-        pass
-    try:
-        cfg = yaml.safe_load(multirun.read_text())
-        train = cfg["train"]
-        return int(train["epochs"]), math.ceil(int(cfg["dataset"]["n_train"]) / int(train["batch_size"])), int(train.get("pack_size") or 70)
-    except Exception:
         pass
     for run in runs:
         if run.pack:
@@ -293,21 +190,7 @@ def collect(root: str | Path) -> list[Sweep]:
 
     root = Path(root)
     found = []
-    sweeps = find_sweeps(root)
-    plans: dict[Path, Multirun] = {}
-    for folder in [f for f in sweeps if (f / MULTIRUN).is_file()]:
-        plan = multirun_plan(folder / MULTIRUN)
-        if plan is None:
-            continue
-        if sweeps[folder]:  # jobs wrote here: the yaml is theirs, wherever Hydra's tag says
-            plans[folder] = replace(plan, folder=folder)
-        elif plan.folder != folder:  # only the yaml is here: its jobs write to plan.folder
-            del sweeps[folder]
-            sweeps.setdefault(plan.folder, [])
-            plans.setdefault(plan.folder, plan)
-        else:
-            plans[folder] = plan
-    for sweep_dir, run_dirs in sweeps.items():
+    for sweep_dir, run_dirs in find_sweeps(root).items():
         runs, records = [], []
         for run_dir in sorted(run_dirs):
             state, epoch, record, stretch, pack, why = run_state(run_dir)
@@ -329,23 +212,17 @@ def collect(root: str | Path) -> list[Sweep]:
         if not records and manifest and manifest["runs"]:  # launched, nothing finished yet: the manifest names them
             first = next(iter(manifest["runs"].values()))
             dataset, condition = str(first.get("dataset", dataset)), str(first.get("condition", condition))
-        elif not records and sweep_dir in plans:
-            try:
-                cfg = yaml.safe_load((plans[sweep_dir].source).read_text())
-                dataset, condition = str(cfg["dataset"]["name"]), str(cfg["condition"]["name"])
-            except Exception:
-                pass
-        expected, source = expected_grid(plans.get(sweep_dir), records, manifest)
+        expected = expected_runs(manifest) if manifest is not None else set()
         if condition in UNGATED:
             expected = {(0.0, s) for _, s in expected}
         on_disk = {(r.beta, r.seed) for r in runs}
         runs += [Run(b, s, "missing") for b, s in sorted(expected - on_disk)]
         runs.sort(key=lambda r: (r.beta, r.seed))
-        found.append(Sweep(rel, dataset, condition, sweep_dir.name, runs, source if expected else "runs on disk", records=records,
-                           multirun=plans[sweep_dir].source if sweep_dir in plans else None, manifest=manifest))
+        found.append(Sweep(rel, dataset, condition, sweep_dir.name, runs, "manifest" if expected else "runs on disk", records=records,
+                           manifest=manifest))
 
     for sweep in found:
-        estimate(sweep, found, _protocol(sweep.records, sweep.multirun, sweep.runs, sweep.manifest))
+        estimate(sweep, found, _protocol(sweep.records, sweep.runs, sweep.manifest))
     rank = {c: i for i, c in enumerate(CONDITIONS)}
     return sorted(found, key=lambda s: (dataset_rank(s.dataset), rank.get(s.condition, len(rank)), s.condition, s.path))
 
@@ -378,6 +255,10 @@ def format_table(sweeps: list[Sweep]) -> str:
     if total["corrupt"] or total["bad checkpoint"]:
         notes.append("corrupt: a record not trusted (unreadable, or changed since its done marker), trained again; "
                      "bad checkpoint: one that cannot be loaded, the run starts again (--runs says why)")
+    unlisted = sum(s.expected_from == "runs on disk" for s in sweeps)
+    if unlisted:
+        notes.append(f"runs on disk: {unlisted} of {len(sweeps)} sweeps have no manifest.json kanx can read (launched before kanx listed "
+                     "its launches, or damaged): nothing says what was launched there, so they expect only the run folders on disk")
     if unknown:
         notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s) "
                      "nor a running process whose checkpoints say its pace")
@@ -420,7 +301,7 @@ def main(argv=None) -> int:
         return report("kanx.status", f"{args.root} is not a folder")
     sweeps = collect(args.root)
     if not sweeps:
-        print(f"no sweeps below {args.root} (no beta=..,seed=.. run folder, record, checkpoint or multirun.yaml)")
+        print(f"no sweeps below {args.root} (no beta=..,seed=.. run folder, record, checkpoint or manifest.json)")
         return 1
     if args.json:
         out = [{"sweep": s.path, "dataset": s.dataset, "condition": s.condition, "tag": s.tag, "expected": len(s.runs),

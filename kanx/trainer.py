@@ -10,7 +10,7 @@ exit-gate temperature annealed exponentially from 5.0 to 0.1; bursts of 10 grid 
 5 epochs apart, at training start, FC activation and beta onset; no early stopping.
 
 Member m draws its initialization from its own seed's generator, and its minibatch orders,
-gate noise and Gumbel noise from counter-based draws keyed by its seed (kanx.draws), in its
+gate noise and Gumbel noise from counter-based draws keyed by its seed (kanx.noise), in its
 own condition's layout: it follows the same trajectory packed or alone, and resumes exactly
 with no generator state to carry.
 """
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from kanx import draws
+from kanx import noise
 from kanx.config import RunConfig, TrainConfig
 from kanx.kan.network import Condition, GatedKAN
 from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
@@ -136,7 +136,7 @@ class Trainer:
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
         self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile and device.type == "cpu")
-        self.streams = draws.streams(draws.member_keys(seeds).to(device))
+        self.streams = noise.streams(noise.member_keys(seeds).to(device))
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
         self.epoch_graph: EpochGraph | None = None  # with train.cuda_graph
@@ -174,7 +174,7 @@ class Trainer:
         [egate noise | exit noise], each member's draws at its own indices), as tensor
         operations on the pack's device (``epoch`` may be a device tensor: a CUDA graph's counter)."""
         compiled = self.train_cfg.compile and self.device.type == "cpu"  # on a GPU they run in the epoch's graph
-        return draws.epoch_draws(self.streams, epoch, self.x.shape[1], n_batches, self.model.members.noise_slots(), compiled)
+        return noise.epoch_draws(self.streams, epoch, self.x.shape[1], n_batches, self.model.members.noise_slots(), compiled)
 
     def shuffled(self, perm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's training data (M, N, n_0), (M, N, n_L) in its epoch order ``perm`` (M, N)."""
@@ -197,7 +197,7 @@ class Trainer:
 
     def epoch_steps(self, epoch: int | torch.Tensor, beta: torch.Tensor, tau: float | torch.Tensor, alive: torch.Tensor,
                     loss_sum: torch.Tensor, data_sum: torch.Tensor) -> None:
-        """Every step of an epoch: its draws (kanx.draws) and shuffle, then one ``step`` per
+        """Every step of an epoch: its draws (kanx.noise) and shuffle, then one ``step`` per
         minibatch of train.batch_size (the last one partial), adding each step's L and L_data to
         ``loss_sum`` and ``data_sum`` (M,). The eager epoch (run_epoch) and the whole-epoch graph
         (kanx.epoch_graph) both run this: there ``epoch`` and ``tau`` are device tensors, the

@@ -15,10 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hydra_plugins.kanx_launcher.slurm_launcher import JOB_MARKER, queued_ids  # noqa: E402
-from kanx.records import read_state  # noqa: E402
+from hydra_plugins.kanx_launcher.slurm_launcher import JOB_MARKER, queued_ids
+from kanx.records import read_state
 
 
 def submitted_runs(roots: list[Path]) -> dict[Path, str]:

@@ -78,6 +78,18 @@ def cli(*args, cwd=ROOT, timeout=300, check=True, env=None):
     return p
 
 
+def load_script(path: str):
+    """A script of scripts/ (``path`` below it, e.g. "offline_gpu/curves.py") imported in this
+    process, to call its functions and main(argv) without starting Python."""
+    import importlib.util
+
+    file = ROOT / "scripts" / path
+    spec = importlib.util.spec_from_file_location(f"script_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def records(root: Path) -> list[dict]:
     """Every finished record under root, in path order: each with its done marker, and no
     half-written file left behind."""

@@ -30,7 +30,7 @@ def test_same_seed_same_numbers_on_cuda(condition):
 
 def test_cuda_follows_the_cpu_trajectory():
     # 20 Adam steps with FC switch-on and grid updates: float32 on two devices rounds
-    # differently, so this is a closeness test; the gates see the same noise (kanx.draws).
+    # differently, so this is a closeness test; the gates see the same noise (kanx.noise).
     runs = make_runs(condition="EFX")
     x, y = toy_data(3)
     cpu, gpu = trained(runs, x, y, torch.device("cpu")), trained(runs, x, y, CUDA)
@@ -110,20 +110,20 @@ def test_graph_replay_freezes_a_diverging_member():
     assert trained(runs, x, y, CUDA).alive.tolist() == [True, False]
 
 
-# ------------------------------------------------------------------ counter-based draws (kanx.draws)
+# ------------------------------------------------------------------ counter-based draws (kanx.noise)
 
 
 @pytest.mark.parametrize("epoch", [0, 1, 9_999, 2**31 + 5])
 def test_draws_on_cuda_are_the_cpu_draws(epoch):
-    from kanx import draws
+    from kanx import noise
 
-    keys = draws.member_keys([0, 1, 7, 123456789])
+    keys = noise.member_keys([0, 1, 7, 123456789])
     own = torch.tensor([[0, 1, 2, -1], [3, -1, 0, 1], [0, 1, 2, 3], [-1, -1, -1, -1]])
-    on_cpu = draws.at_epoch(draws.streams(keys), epoch)
-    on_gpu = draws.at_epoch(draws.streams(keys.to(CUDA)), torch.tensor(epoch, device=CUDA))
-    for purpose in (draws.EGATE, draws.EXIT):
-        assert torch.equal(draws.noise(on_cpu, purpose, 8, own), draws.noise(on_gpu, purpose, 8, own.to(CUDA)).cpu())
-    assert torch.equal(draws.orders(on_cpu, 1000), draws.orders(on_gpu, 1000).cpu())
+    on_cpu = noise.at_epoch(noise.streams(keys), epoch)
+    on_gpu = noise.at_epoch(noise.streams(keys.to(CUDA)), torch.tensor(epoch, device=CUDA))
+    for purpose in (noise.EGATE, noise.EXIT):
+        assert torch.equal(noise.noise(on_cpu, purpose, 8, own), noise.noise(on_gpu, purpose, 8, own.to(CUDA)).cpu())
+    assert torch.equal(noise.orders(on_cpu, 1000), noise.orders(on_gpu, 1000).cpu())
 
 
 def test_a_packs_draws_on_cuda_are_its_draws_on_the_cpu():

@@ -71,7 +71,7 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
 
     from kanx.analyze.__main__ import main
     from kanx.analyze.collect import load_runs
-    from kanx.analyze.curve_figures import beta_onset, curve_figures, read_history
+    from kanx.analyze.curve_figures import beta_onset, curve_figures, drawable_history
 
     configs = run_dirs(tmp_path, "EFX", seeds="0,1", betas="0.1") + run_dirs(tmp_path, "baseline", seeds="0,1", betas="0.0")
     assert run_plan(configs, group="all") == 0
@@ -91,18 +91,21 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     assert titles[("EFX", None)] == titles[("EFX", 0)] == [
         "training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
     assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
-    assert beta_onset(read_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
-    assert beta_onset(read_history(configs[-1][1])) is None  # Baseline: beta stays 0
+    assert beta_onset(drawable_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
+    assert beta_onset(drawable_history(configs[-1][1])) is None  # Baseline: beta stays 0
 
 
 def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monkeypatch):
     """A GPU job resumes runs without their metrics.csv (scripts/offline_gpu/stash.sh leaves the curves
-    behind) and returns rows from its resume on; `python -m kanx.curves splice` puts them after
-    the earlier rows here, giving the curve of an uninterrupted run."""
+    behind) and returns rows from its resume on; `python scripts/offline_gpu/curves.py splice` puts
+    them after the earlier rows here, giving the curve of an uninterrupted run."""
     import shutil
 
-    from kanx.curves import main as curves_main
+    from helpers import load_script
+
     from kanx.runner import run_jobs
+
+    curves_main = load_script("offline_gpu/curves.py").main
 
     configs = run_dirs(tmp_path / "here", "E", betas="0.1")
     run_until_interrupted(configs, 8, monkeypatch)
@@ -352,7 +355,7 @@ def test_a_cut_last_line_is_dropped_and_a_row_with_new_columns_rewrites_the_curv
     """The live file's appends (kanx.curves._append): a process killed mid-write leaves a cut
     last line, which reading drops; a row with columns the file lacks (a run resumed by a kanx
     that logs more) rewrites it with both, the older rows without the new column."""
-    from kanx.curves import _append, _read_rows
+    from kanx.curves import _append, read_rows
 
     path = tmp_path / "metrics.csv"
     columns = _append(path, None, {"epoch": 2, "loss": 1.0})
@@ -360,11 +363,11 @@ def test_a_cut_last_line_is_dropped_and_a_row_with_new_columns_rewrites_the_curv
     assert path.read_text() == "epoch,loss\n2,1.0\n4,0.5\n"
     with open(path, "a") as f:
         f.write("6,0.2")  # killed before the newline: 0.2 may be 0.25 cut short
-    assert _read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}]
+    assert read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}]
     path.write_text("epoch,loss\n2,1.0\n4,0.5\n")
     assert _append(path, columns, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}) == ["epoch", "loss", "tau_x"]
     assert path.read_text().splitlines()[0] == "epoch,loss,tau_x"
-    assert _read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}]
+    assert read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}]
 
 
 def test_logger_mlflow_continues_a_resumed_runs_mlflow_run(tmp_path, monkeypatch):
@@ -389,7 +392,7 @@ def test_live_files_kept_open_or_opened_per_row_hold_the_same_rows_through_a_cha
     are opened per row): both give the same file, also when a row with new columns rewrites it
     (the open handle is replaced, not written into the old file), and flush and close work on both."""
     import kanx.curves as curves_module
-    from kanx.curves import Curves, _read_rows
+    from kanx.curves import Curves, read_rows
 
     monkeypatch.setattr(curves_module, "_open_budget", lambda: 1)  # member 0 kept open, member 1 opened per row
     dirs = [tmp_path / "kept", tmp_path / "per_row"]
@@ -400,7 +403,7 @@ def test_live_files_kept_open_or_opened_per_row_hold_the_same_rows_through_a_cha
     for row in rows:
         for m in range(2):
             curves.columns[m] = curves._append(m, row)
-        assert [_read_rows(d / "metrics.csv") for d in dirs] == [[{k: v for k, v in r.items()} for r in rows[: rows.index(row) + 1]]] * 2
+        assert [read_rows(d / "metrics.csv") for d in dirs] == [[{k: v for k, v in r.items()} for r in rows[: rows.index(row) + 1]]] * 2
     assert list(curves._files) == [0]
     curves.flush()
     curves.close()

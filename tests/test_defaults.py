@@ -132,13 +132,6 @@ def test_the_launchers_compose_their_dataclass_defaults():
         assert node == asdict(cls()), launcher
 
 
-def test_the_sweep_seeds_are_the_ones_status_expects():
-    from kanx.status import DEFAULT_SEEDS
-
-    assert composed(hydra=True).hydra.sweeper.params.seed == f"range({DEFAULT_SEEDS[0]},{DEFAULT_SEEDS[-1] + 1})"
-    assert DEFAULT_SEEDS == tuple(range(DEFAULT_SEEDS[0], DEFAULT_SEEDS[-1] + 1))
-
-
 def test_a_key_left_out_of_a_config_reads_as_its_default():
     """run_config_from fills a key a config lacks from the same defaults conf/ composes (a key
     added after records existed at its value from before: identity.ADDED_LATER)."""

@@ -205,7 +205,7 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
 
 @pytest.mark.slow
 def test_sigterm_to_a_plan_with_workers_is_a_stop_not_a_failure(tmp_path):
-    # `reproduce.py --jobs n` in a time-boxed GPU job or a batch job: the workers checkpoint their packs,
+    # `kanx-reproduce --jobs n` in a time-boxed GPU job or a batch job: the workers checkpoint their packs,
     # and the plan says it was stopped (exit 128 + signal), not that packs failed.
     import os
     import signal

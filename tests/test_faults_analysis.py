@@ -198,7 +198,11 @@ def test_a_spliced_curve_of_a_finished_run_stays_vouched_for(tmp_path):
     """offline_gpu/unpack.sh: a GPU job finished the run from its checkpoint and sealed the rows it wrote
     (epochs 6-10); here the earlier rows (1-5) come back from .stash/, then the job's rows are
     spliced on. The spliced curve is the run's whole curve, and its marker must say so."""
-    from kanx.curves import read_history, splice
+    from helpers import load_script
+
+    from kanx.history import read_history
+
+    splice = load_script("offline_gpu/curves.py").splice
 
     lines = CURVE.splitlines(keepends=True)
     folder = write_run(tmp_path, "results/run", record(0), curve=lines[0] + "".join(lines[6:]))
@@ -218,7 +222,8 @@ def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_v
     finished, sealing the rows it wrote (6-10); the restored curve is both, vouched for."""
     repo, run = tmp_path / "repo", "results/paper/concrete/E/default/beta=0.01,seed=0"
     (repo / "scripts" / "offline_gpu").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "offline_gpu" / "stash.sh", repo / "scripts" / "offline_gpu")
+    for script in ("stash.sh", "curves.py"):
+        shutil.copy(ROOT / "scripts" / "offline_gpu" / script, repo / "scripts" / "offline_gpu")
     lines = CURVE.splitlines(keepends=True)
     (repo / run).mkdir(parents=True)
     (repo / run / METRICS).write_text("".join(lines[:6]))
@@ -280,7 +285,7 @@ class NotPlainData:
 
 def test_status_shows_an_unloadable_checkpoint_as_bad_and_says_why(tmp_path, capsys):
     sweep = tmp_path / "concrete" / "E" / "default"
-    write_run(sweep, "beta=0.1,seed=0", status_record(0))  # the record config gives the expected grid
+    write_run(sweep, "beta=0.1,seed=0", status_record(0))
     for seed in (1, 2, 3):
         (sweep / f"beta=0.1,seed={seed}").mkdir(parents=True)
     good = sweep / "beta=0.1,seed=1" / "checkpoint.pt"

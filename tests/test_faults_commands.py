@@ -206,17 +206,16 @@ def test_the_error_prefix_is_the_command_as_typed(monkeypatch):
     main.__spec__ = importlib.util.spec_from_loader("kanx.analyze.__main__", loader=None)
     assert prog() == "python -m kanx.analyze"  # deep below the command (a launcher): the module that runs
     assert prog("kanx.draw") == "python -m kanx.draw"
-    main.__spec__, main.__file__ = None, str(ROOT / "scripts" / "reproduce.py")
-    monkeypatch.setattr(sys, "argv", ["scripts/reproduce.py"])
+    main.__spec__, main.__file__ = None, str(ROOT / "scripts" / "studies" / "distractors.py")
+    monkeypatch.setattr(sys, "argv", ["scripts/studies/distractors.py"])
     monkeypatch.chdir(ROOT)
-    assert prog() == prog("kanx.reproduce") == "python scripts/reproduce.py"  # a script calling a kanx main
+    assert prog() == prog("kanx.reproduce") == "python scripts/studies/distractors.py"  # a script calling a kanx main
     main.__file__ = None
     monkeypatch.setattr(sys, "argv", ["-c"])
     assert prog() == "kanx" and prog("scripts/studies/distractors.py") == "python scripts/studies/distractors.py"
 
 
 DISTRACTORS_PY, FACTORS_PY = "scripts/studies/distractors.py", "scripts/studies/factor_study.py"
-REPRODUCE_PY = "scripts/reproduce.py"
 TRAIN = ["-m", "kanx.train", "+condition=E", "results_root={root}", "seed=0", "beta=0.1", *ARGS, "-m"]
 ANALYZE_ARGV, REPRODUCE_ARGV = ["-m", "kanx.analyze", "{root}"], ["-m", "kanx.reproduce"]
 COMMANDS = {  # (argv after `python`, the command as typed, words of its line): as a user types them; each exits 2
@@ -224,7 +223,7 @@ COMMANDS = {  # (argv after `python`, the command as typed, words of its line): 
     "analyze --hv-tol": ([*ANALYZE_ARGV, "--hv-tol", "nan"], "python -m kanx.analyze", "is not a tolerance"),
     "status": (["-m", "kanx.status", "{root}/nonexist"], "python -m kanx.status", "is not a folder"),
     "reproduce --jobs 0": ([*REPRODUCE_ARGV, "--jobs", "0", "--launcher", "basic"], "python -m kanx.reproduce", "--jobs"),
-    "scripts/reproduce.py": ([REPRODUCE_PY, "--pack-size", "-3"], f"python {REPRODUCE_PY}", "--pack-size"),
+    "reproduce --pack-size": ([*REPRODUCE_ARGV, "--pack-size", "-3"], "python -m kanx.reproduce", "--pack-size"),
     "distractors --k": ([DISTRACTORS_PY, "run", "--k", "-1"], f"python {DISTRACTORS_PY}", "--k"),
     "distractors foo=1": ([DISTRACTORS_PY, "run", "--root", "{root}/d", "foo=1"], f"python {DISTRACTORS_PY}", "foo"),
     "factor_study table": ([FACTORS_PY, "table", "nodes", "--root", "/no"], f"python {FACTORS_PY}", "is not a folder"),

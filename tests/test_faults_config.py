@@ -289,7 +289,7 @@ def test_a_sweep_with_twenty_named_features_gets_a_folder_it_can_create(tmp_path
 def test_the_cli_trains_a_long_tag_sweep_and_status_finds_its_folder(tmp_path):
     from helpers import cli, records
 
-    from kanx.status import multirun_plan
+    from kanx.status import collect
 
     table = _table(tmp_path / "table.csv")
     cli("dataset=csv", f"dataset.path={table}", "dataset.target=y", f"dataset.features=[{','.join(FEATURES)}]", "+condition=E",
@@ -298,7 +298,9 @@ def test_the_cli_trains_a_long_tag_sweep_and_status_finds_its_folder(tmp_path):
     assert record["config"]["dataset"]["features"] == FEATURES  # the full overrides stay in the record
     (multirun,) = (tmp_path / "r").rglob("multirun.yaml")
     (run_dir,) = (p.parent for p in (tmp_path / "r").rglob("record.json"))
-    assert multirun_plan(multirun).folder == multirun.parent == run_dir.parent
+    assert multirun.parent == run_dir.parent
+    (sweep,) = collect(tmp_path / "r")  # from the manifest beside them
+    assert tmp_path / "r" / sweep.path == run_dir.parent and (sweep.expected_from, len(sweep.runs)) == ("manifest", 1)
 
 
 # ---------------------------------------------------------------- duplicate sweep values

@@ -46,6 +46,15 @@ def test_train_help_names_the_console_script_when_run_as_one():
     assert text.startswith("usage: kanx-train [KEY=VALUE ...] [-m]") and "  kanx-train +condition=EFX +debug=quick -m" in text
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "scripts").rglob("*.py")))
+def test_every_script_answers_help_run_from_the_checkout_root(script):
+    """`python scripts/x.py --help` from the checkout's root: the script imports kanx as installed
+    (`make install`), with nothing added to sys.path (tests/test_layout.py)."""
+    p = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("usage: "), p.stderr[-2000:]
+
+
 @pytest.mark.parametrize("script", sorted(s for s in SCRIPTS if s != "kanx-train"))
 def test_every_console_script_usage_line_names_the_command_as_typed(script, monkeypatch, capsys):
     module, func = SCRIPTS[script].split(":")
@@ -60,8 +69,8 @@ def test_every_console_script_usage_line_names_the_command_as_typed(script, monk
 
 @pytest.mark.slow
 def test_reproduce_help_names_one_default_for_group():
-    p = subprocess.run([sys.executable, "scripts/reproduce.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-m", "kanx.reproduce", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     text = " ".join(p.stdout.split())
-    assert p.returncode == 0 and text.startswith("usage: python scripts/reproduce.py ")
+    assert p.returncode == 0 and text.startswith("usage: python -m kanx.reproduce ")
     assert "`auto` (the default)" in text and "(default auto:" in text
     assert "(default)" not in text.replace("`auto` (the default)", "")  # no second default named for --group

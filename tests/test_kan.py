@@ -469,7 +469,7 @@ def test_the_reference_maths_does_not_import_the_fast_kernels():
 
 def test_the_model_imports_nothing_of_kanx_but_kanx_kan():
     """GatedKAN takes its noise already split by purpose (MemberLayout.split_noise): it does not
-    know how the training noise is drawn (kanx.draws) or anything else outside the model."""
+    know how the training noise is drawn (kanx.noise) or anything else outside the model."""
     assert {m for m in _kanx_imports("kanx.kan.network") if not m.startswith("kanx.kan.")} == set()
 
 

@@ -47,6 +47,8 @@ def test_every_launcher_calls_launch():
         "hydra_plugins/kanx_launcher/slurm_launcher.py:SlurmLauncher._plan",
         # Hydra's Launcher.launch, not kanx.jobs.launch
         "hydra_plugins/kanx_launcher/sweeper.py:KanxSweeper._sweep_without_multirun_yaml",
+        # the manifests of Hydra's basic launcher's jobs, before the first of them starts
+        "hydra_plugins/kanx_launcher/sweeper.py:write_manifests_of",
         "kanx/plan.py:main",  # a kanx.plan worker
         "kanx/plan.py:one_pack",  # the benchmarks' one mixed pack
         "kanx/plan.py:run_plan",  # kanx.plan, reproduce's default launcher

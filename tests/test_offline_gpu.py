@@ -79,7 +79,8 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
 
     repo = tmp_path / "repo"
     (repo / "scripts" / "offline_gpu").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "offline_gpu" / "stash.sh", repo / "scripts" / "offline_gpu")
+    for script in ("stash.sh", "curves.py"):
+        shutil.copy(ROOT / "scripts" / "offline_gpu" / script, repo / "scripts" / "offline_gpu")
     run0, run1, run2 = (f"results/paper/d/E/default/beta=0.1,seed={s}" for s in range(3))
     files = {
         f"{run0}/record.json": "{}", f"{run0}/done": "x",
@@ -106,7 +107,8 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
     assert out.returncode == 0, out.stderr
     assert "set aside 7 files" in out.stdout and "MiB of 64" in out.stdout
     left = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and ".stash" not in p.parts}
-    assert left == {f"{run0}/record.json", f"{run0}/done", "kanx/__init__.py", "scripts/offline_gpu/stash.sh", ".gitignore"}
+    assert left == {f"{run0}/record.json", f"{run0}/done", "kanx/__init__.py", "scripts/offline_gpu/stash.sh", "scripts/offline_gpu/curves.py",
+                    ".gitignore"}
     again = stash("out")
     assert again.returncode == 1 and "run 'bash scripts/offline_gpu/stash.sh back' first" in again.stderr
 

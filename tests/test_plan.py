@@ -105,7 +105,7 @@ def test_reproduce_takes_condition_names_in_either_spelling_and_refuses_others_i
 
     from helpers import ROOT
 
-    script = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--dry-run", "--launcher", "basic", "--datasets", "nguyen_f1"]
+    script = [sys.executable, "-m", "kanx.reproduce", "--dry-run", "--launcher", "basic", "--datasets", "nguyen_f1"]
     ok = subprocess.run([*script, "--conditions", "Baseline", "efx", "EFXI"], capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0 and "+condition=baseline " in ok.stdout and "+condition=EFX " in ok.stdout, ok.stdout + ok.stderr
     assert "+condition=EFXI " in ok.stdout  # a factor set beyond the paper's eight (issue #38)

@@ -146,7 +146,7 @@ def plan(command: str, root: Path) -> list[list[str]]:
 def tiny(words: list[str], root: Path, dry: bool = False) -> list[str]:
     """One process at tiny scale (``dry``: run folders are not looked up on disk, where the
     commands before would have made them)."""
-    if words[0] == sys.executable and (words[1] == "scripts/reproduce.py" or words[1:3] == ["-m", "kanx.reproduce"]):
+    if words[0] == sys.executable and words[1:3] == ["-m", "kanx.reproduce"]:
         return words  # made tiny through the make variables (make reproduce-tables runs python -m kanx.reproduce)
     if Path(words[0]).name == "python" or words[0] == sys.executable:
         if words[1] == "-m" and words[2].startswith("kanx."):

@@ -220,7 +220,7 @@ def test_a_packed_sweep_is_one_array_task_per_pack(cluster, tmp_path):
 def test_reproduce_submits_one_array_of_packs_cut_across_sweeps(cluster, tmp_path):
     """make reproduce-tables LAUNCHER=slurm: 4 sweeps (2 datasets x 2 conditions) in one
     array, one task per pack, packs mixing the sweeps (group=all)."""
-    script = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--launcher", "slurm", "--scale", "smoke", "--datasets", "nguyen_f1", "nguyen_f2",
+    script = [sys.executable, "-m", "kanx.reproduce", "--launcher", "slurm", "--scale", "smoke", "--datasets", "nguyen_f1", "nguyen_f2",
               "--conditions", "E", "X", "--group", "all", "--pack-size", "20", "--results", str(tmp_path), f"hydra.launcher.partition={cluster}",
               "hydra.launcher.poll_s=1"]
     env = os.environ | {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}

@@ -1,4 +1,4 @@
-"""`python -m kanx.status ROOT`: counts per sweep against the runs its config expects, and ETA."""
+"""`python -m kanx.status ROOT`: counts per sweep against the runs its manifest lists, and ETA."""
 
 import json
 import os
@@ -12,6 +12,7 @@ import torch
 from helpers import ROOT
 
 from kanx.eta import eta_seconds
+from kanx.manifest import write_manifests
 from kanx.records import seal, write_record
 from kanx.status import collect, main
 
@@ -37,8 +38,11 @@ def config(condition: str, edge_gates: bool, betas=(0.0, 0.1), epochs: int = 100
             "dataset": {"name": "concrete", "betas": list(betas)}, "train": {"epochs": epochs, "batch_size": 10, "pack_size": 70}}
 
 
-def test_counts_and_eta_from_the_records_configs(tmp_path, capsys):
+def test_counts_against_the_manifest_and_eta_from_the_records(tmp_path, capsys):
+    from test_status_launched import job
+
     sweep = tmp_path / "concrete" / "E" / "default"
+    write_manifests([job(sweep, beta, seed) for beta in (0.0, 0.1) for seed in range(10)])  # what was launched
     cfg = config("E", True)
     write_run(sweep / "beta=0.0,seed=0", "ok", cfg, beta=0.0, seed=0)
     write_run(sweep / "beta=0.0,seed=1", "collapsed", cfg, beta=0.0, seed=1)
@@ -47,7 +51,7 @@ def test_counts_and_eta_from_the_records_configs(tmp_path, capsys):
     write_run(sweep / "beta=0.1,seed=2", None, epoch=50)  # checkpointed, no record yet
     write_run(sweep / "beta=0.1,seed=3", None, epoch=70, lock=True)  # running
     write_run(sweep / "beta=0.1,seed=4", None)  # a folder with nothing in it yet: missing
-    # Baseline: seeds only, at beta 0 (its record's config has no gate)
+    # Baseline: seeds only, at beta 0; launched before manifests, so it expects the runs on disk
     base = tmp_path / "concrete" / "Baseline" / "default"
     for seed in range(10):
         write_run(base / f"beta=0.0,seed={seed}", "ok", config("Baseline", False), beta=0.0, seed=seed, condition="Baseline")
@@ -55,8 +59,9 @@ def test_counts_and_eta_from_the_records_configs(tmp_path, capsys):
     sweeps = {s.path: s for s in collect(tmp_path)}
     assert list(sweeps) == ["concrete/Baseline/default", "concrete/E/default"]  # registry order
     assert sweeps["concrete/Baseline/default"].counts["ok"] == 10 and len(sweeps["concrete/Baseline/default"].runs) == 10
+    assert sweeps["concrete/Baseline/default"].expected_from == "runs on disk"
     e = sweeps["concrete/E/default"]
-    assert e.expected_from == "record config" and len(e.runs) == 20  # betas (0, 0.1) x default seeds 0-9
+    assert e.expected_from == "manifest" and len(e.runs) == 20  # betas (0, 0.1) x seeds 0-9, as launched
     assert e.counts == {"ok": 1, "collapsed": 1, "diverged": 1, "failed": 1, "running": 1, "corrupt": 0, "checkpointed": 1, "bad checkpoint": 0,
                         "missing": 14}
     assert [r.epoch for r in e.runs if r.state in ("checkpointed", "running")] == [50, 70]
@@ -68,9 +73,10 @@ def test_counts_and_eta_from_the_records_configs(tmp_path, capsys):
     assert main([str(tmp_path), "--runs"]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("concrete/E/default"))
-    assert line.split() == ["concrete/E/default", "20", "1", "1", "1", "1", "1@70", "1@50", "14", "36s", "record", "config"]
+    assert line.split() == ["concrete/E/default", "20", "1", "1", "1", "1", "1@70", "1@50", "14", "36s", "manifest"]
     assert "  beta=0.1 seed=2: checkpointed at epoch 50" in out and "  beta=0.1 seed=1: failed" in out
     assert "  beta=0 seed=2: missing" in out
+    assert "runs on disk: 1 of 2 sweeps have no manifest.json" in out  # Baseline's, in one line
 
 
 def test_eta_packs_runs_by_their_start_epoch():
@@ -108,11 +114,11 @@ def test_a_running_sweep_without_records_has_an_eta_from_its_own_stretch(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
+def test_a_real_sweep_expected_from_its_manifest(tmp_path):
     """A tiny sweep through the CLI (seed=0,1,2 of beta 0, 0.1: 6 runs), then one run failed,
     one deleted, one turned into a checkpoint and one locked. The override
     dataset.standardize_targets=false is written by Hydra as ...=False in the jobs' folder,
-    while multirun.yaml lands in the ...=false folder: the status pairs them up."""
+    which holds the manifest, while multirun.yaml lands in the ...=false folder: no sweep there."""
     args = ["+condition=E", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1,2", "train.epochs=2", "train.warmup=1",
             "dataset.n_train=64", "dataset.n_test=32", "train.batch_size=32", "train.compile=false", "dataset.standardize_targets=false", "-m"]
     done = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -135,7 +141,7 @@ def test_a_real_sweep_expected_from_its_multirun_yaml(tmp_path):
     sweeps = collect(tmp_path)
     assert [s.path for s in sweeps] == [sweep.relative_to(tmp_path).as_posix()]  # not the yaml-only ...=false folder
     s = sweeps[0]
-    assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "manifest+multirun.yaml")
+    assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "manifest")
     assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "corrupt": 0, "checkpointed": 1, "bad checkpoint": 0,
                         "missing": 1}
     assert s.eta_s is not None and s.eta_s > 0  # from the records' own step rate

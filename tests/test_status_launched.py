@@ -48,7 +48,7 @@ def test_status_after_a_packed_sweep_over_conditions_expects_what_was_launched(t
 def test_the_smoke_pipeline_expects_what_it_launched_and_misses_nothing(tmp_path, capsys):
     """`make reproduce-tables SCALE=smoke DATASETS=nguyen_f1` (two of its conditions): 2 seeds,
     not the 10 a record's config sweeps, and no multirun.yaml."""
-    p = subprocess.run([sys.executable, "scripts/reproduce.py", "--scale", "smoke", "--datasets", "nguyen_f1", "--conditions", "E", "F",
+    p = subprocess.run([sys.executable, "-m", "kanx.reproduce", "--scale", "smoke", "--datasets", "nguyen_f1", "--conditions", "E", "F",
                         "--results", str(tmp_path), "--no-analysis"], cwd=ROOT, capture_output=True, text=True, timeout=600,
                        env=os.environ | {"PYTHONUNBUFFERED": "1"})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
@@ -113,16 +113,36 @@ def test_a_second_launch_adds_its_runs_and_the_same_launch_again_changes_nothing
 
 
 @pytest.mark.committed
-def test_a_damaged_manifest_is_ignored_and_a_results_root_without_manifests_reads_as_before(tmp_path):
+def test_a_results_root_without_manifests_expects_the_runs_on_disk_and_says_so_in_one_line(tmp_path, capsys):
+    """Nothing says what was launched into a folder without a manifest (or with a damaged one):
+    the status guesses no grid (a record's beta list x seeds 0-9 was one, 70 runs expected where
+    10 were launched), it counts the runs on disk and says so."""
     sweep = tmp_path / "concrete" / "E" / "default"
     sweep.mkdir(parents=True)
     (sweep / "manifest.json").write_text("{not json")
     assert read_manifest(sweep) is None
     (s,) = collect(tmp_path)
     assert len(s.runs) == 0 and s.expected_from == "runs on disk"
-    paper = collect(ROOT / "results" / "paper" / "nguyen_f1")  # committed without manifests
-    assert paper and {s.expected_from for s in paper} == {"record config"}
-    assert {len(s.runs) for s in paper if s.condition in ("Baseline", "F")} == {10}  # seeds 0-9 of its config, as before manifests
+    paper = ROOT / "results" / "paper" / "nguyen_f1"  # committed without manifests
+    sweeps = collect(paper)
+    assert sweeps and {s.expected_from for s in sweeps} == {"runs on disk"}
+    assert all(len(s.runs) == s.counts["ok"] + s.counts["collapsed"] > 0 for s in sweeps)  # finished runs only: none missing
+    assert main([str(paper)]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("runs on disk:")]
+    assert notes == [f"runs on disk: {len(sweeps)} of {len(sweeps)} sweeps have no manifest.json kanx can read (launched before kanx "
+                     "listed its launches, or damaged): nothing says what was launched there, so they expect only the run folders on disk"]
+
+
+@pytest.mark.slow
+def test_a_basic_sweep_lists_every_job_before_the_first_starts(tmp_path, capsys):
+    """launcher=basic runs one job at a time: its sweeper writes the manifest of the whole sweep
+    first (one launch of 4 runs, not one per job as each started), so the status expects the
+    sweep's runs from its first job on."""
+    cli("+condition=E", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1", "launcher=basic", *QUICK, "-m")
+    (manifest,) = (read_manifest(p.parent) for p in tmp_path.rglob("manifest.json"))
+    assert len(manifest["runs"]) == 4 and [launch["runs"] for launch in manifest["launches"]] == [4]
+    (sweep,) = status_json(tmp_path, capsys)
+    assert (sweep["expected"], sweep["ok"] + sweep["collapsed"], sweep["expected_from"]) == (4, 4, "manifest")
 
 
 @pytest.mark.parametrize(("argv0", "usage"), [("/venv/bin/kanx-status", "usage: kanx-status"), ("/src/kanx/status.py", "usage: python -m kanx.status")])

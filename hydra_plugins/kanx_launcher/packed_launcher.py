@@ -168,8 +168,8 @@ class PackedLauncher(Launcher):
         primary = write_multirun(self)
         # Swept over +condition, the primary config's sweep folder (Baseline's) holds only
         # Hydra's multirun.yaml, and no job runs in its condition. (A folder that differs from
-        # its jobs' only in how Hydra spells a value, ...=false beside ...=False, is where
-        # kanx.status finds their multirun.yaml: kept.)
+        # its jobs' only in how Hydra spells a value, ...=false beside ...=False, holds their
+        # multirun.yaml: kept.)
         if not any(Path(run_dir).resolve().is_relative_to(primary.parent.resolve()) for _, run_dir, _ in jobs):
             discard_if_empty(primary, self.config.get("results_root"))
         folder = log_beside_multirun(self, jobs).parent  # what bad input removes again, if nothing else is there

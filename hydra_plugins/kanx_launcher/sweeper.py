@@ -11,6 +11,11 @@ sweep folder before any job is composed, and Hydra makes a single run's folder (
 train.log) before kanx sees its config. With kanx's launchers the launcher writes multirun.yaml
 once it has checked every job (packed_launcher.write_multirun); a single run is checked by
 SingleRunCheck first.
+
+Every launch lists its runs in the sweep folders' manifests before training (kanx.manifest), and
+kanx.status expects what they list. kanx's launchers write them for the whole sweep; a launcher
+that runs one job at a time (launcher=basic) would add each job only as it starts, so the
+sweeper writes the manifests of a batch of jobs before its first job (write_manifests_of).
 """
 
 import logging
@@ -128,6 +133,31 @@ class KanxSweeper(BasicSweeper):
         if getattr(self.launcher, "validates_jobs", False):
             return  # the launcher composes and checks every job before any compute
         super().validate_batch_is_legal(batch)
+        write_manifests_of(self, batch)
+
+
+def write_manifests_of(sweeper, batch) -> None:
+    """The manifests of a batch of jobs that the launcher runs one at a time (launcher=basic),
+    before its first job: kanx.jobs.launch without packs or the machine's check, which each job
+    makes when it starts. A job kanx refuses (or a manifest it cannot read) stops the sweep here,
+    in one line, exit 2, before any job trained."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import setup_globals
+
+    from hydra_plugins.kanx_launcher.packed_launcher import compose_jobs
+    from kanx.errors import ConfigError, fail
+    from kanx.jobs import launch
+
+    setup_globals()  # ${hydra:...} in the jobs' folders
+    state = Singleton.get_state()
+    try:
+        configs = [(cfg, run_dir) for cfg, run_dir, _ in compose_jobs(sweeper, batch, 0)]
+    finally:
+        Singleton.set_state(state)  # the launcher sets each job's HydraConfig itself
+    try:
+        launch(configs, pack=False, check=False)
+    except ConfigError as e:
+        fail(e)
 
 
 class SingleRunCheck(Callback):

@@ -36,14 +36,14 @@ import pandas as pd
 
 from kanx.identity import ABSENT, ADDED_LATER, differing_keys, run_defining
 from kanx.manifest import read_manifest
-from kanx.record import Record
+from kanx.record import Record, canonical_beta
 from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import MANIFEST as MANIFEST_NAME
 from kanx.vocab import RECORD as RECORD_NAME
 from kanx.vocab import RECORD_METRICS, RECORD_ROLLOUT, RECORD_SELECTED_INPUTS, RECORD_TIMING, SCHEMA_VERSION, condition_name_problem
 
-from .labels import ALL_CONDITIONS, UNGATED, USABLE_STATUSES, condition_rank, dataset_rank, family_of
+from .labels import ALL_CONDITIONS, USABLE_STATUSES, condition_rank, dataset_rank, family_of
 
 METRICS, TIMING = RECORD_METRICS, RECORD_TIMING
 RUN_COLUMNS: tuple[str, ...] = (
@@ -85,18 +85,6 @@ KEY: tuple[str, ...] = ("dataset", "condition", "beta", "seed")
 CELL: tuple[str, ...] = KEY[:-1]
 # What may differ between the runs of one cell: the cell is a sweep over these.
 PER_RUN_KEYS: tuple[str, ...] = ("beta", "seed")
-
-
-def canonical_beta(beta, condition: str) -> float:
-    """Beta as a float rounded to 12 significant digits, so 0.1 from two writers compares equal.
-
-    An ungated condition (Baseline, F) has no beta; a missing value there means 0.
-    """
-    if beta is None:
-        if condition in UNGATED:
-            return 0.0
-        raise ValueError(f"condition {condition} needs a beta")
-    return float(f"{float(beta):.12g}")
 
 
 def _number(value) -> float:

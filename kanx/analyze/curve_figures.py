@@ -18,8 +18,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from kanx.history import CurveError
-from kanx.history import read_history as read_curve
+from kanx.history import CurveError, read_history
 from kanx.records import curve_path
 
 from .labels import group_label
@@ -49,10 +48,10 @@ class CurveFigure:
     figure: Figure
 
 
-def read_history(run_dir: Path) -> pd.DataFrame | None:
-    """A run's curve (metrics.csv, or metrics.csv.gz once finished), or None where there is none (runs from before the curves) or it
-    has no rows; kanx.history.CurveError where it is damaged or has nothing to draw."""
-    history = read_curve(run_dir)
+def drawable_history(run_dir: Path) -> pd.DataFrame | None:
+    """A run's curve to draw (kanx.history.read_history: metrics.csv, or metrics.csv.gz once finished), or None where there is
+    none (runs from before the curves) or it has no rows; kanx.history.CurveError where it is damaged or has nothing to draw."""
+    history = read_history(run_dir)
     if history is None or not len(history):
         return None
     if not any(has_panel(history, column) for column, _, _ in PANELS):
@@ -172,7 +171,7 @@ def _cell_histories(cell: pd.DataFrame, root: Path, skipped: list[tuple[str, str
     for r in cell.itertuples():
         folder = Path(r.path).parent
         try:
-            h = read_history(root / folder)
+            h = drawable_history(root / folder)
         except CurveError as e:
             skipped.append((folder.as_posix(), str(e).replace(str(root / folder), folder.as_posix())))
             continue

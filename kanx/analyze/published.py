@@ -26,9 +26,9 @@ import pandas as pd
 
 from kanx.cli import one_line
 from kanx.errors import ConfigError
+from kanx.record import canonical_beta
 
 from .aggregate import METRIC_PREFIX
-from .collect import canonical_beta
 from .hypervolume import REF_SCALE, condition_hypervolumes
 from .labels import CONDITIONS, GATED, UNGATED
 from .tables import (

@@ -12,7 +12,9 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from .collect import active_runs, canonical_beta, load_runs
+from kanx.record import canonical_beta
+
+from .collect import active_runs, load_runs
 from .labels import ALL_CONDITIONS, UNGATED
 
 

@@ -12,7 +12,7 @@ from the model's equations (kanx.kan.network):
   - where a member's own-condition parameters sit in the superset's (``member_index``:
     checkpoints hold every member in its own condition's layout, so it resumes in a pack of
     any make-up);
-  - which draw of the counter-based noise (kanx.draws) each member puts in each slot of
+  - which draw of the counter-based noise (kanx.noise) each member puts in each slot of
     the pack's noise vector (``noise_slots``), so that it draws the same numbers packed or
     alone;
   - the node gates (N on hidden units, I on inputs): which nodes each member gates
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import nn
 
-from kanx import draws
+from kanx import noise
 from kanx.kan import mechanisms
 from kanx.kan.shapes import stage_shapes
 from kanx.kan.spec import Condition
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 # the registered ones (kanx.kan.mechanisms); forward connections are told apart by the edge
 # masks instead.
 FLAGGED = ("edge_gates", "exits", "node_gates", "input_gates")
-# A node gate's draw is the egate purpose's (kanx.draws.EGATE) at this index plus the node's id:
+# A node gate's draw is the egate purpose's (kanx.noise.EGATE) at this index plus the node's id:
 # above every edge index, so a member's egate draws are the same with or without node gates.
 NODE_DRAW_BASE = 1 << 24
 # Adam's moments, sliced per member like the parameter they belong to.
@@ -349,9 +349,9 @@ class MemberLayout(nn.Module):
         return (u[:, :n_gate] if n_gate else None), (u[:, n_gate:] if self.condition.node_gated else None)
 
     def noise_slots(self) -> dict[int, torch.Tensor]:
-        """The own indices of every purpose of the training noise (kanx.draws), in the order
+        """The own indices of every purpose of the training noise (kanx.noise), in the order
         their slots sit side by side in a step's noise vector (M, n_noise)."""
-        return {draws.EGATE: self.egate_index, draws.EXIT: self.exit_index}
+        return {noise.EGATE: self.egate_index, noise.EXIT: self.exit_index}
 
     def split_noise(self, u: torch.Tensor) -> StepNoise:
         """A step's noise vector (M, n_noise) -> its slots by purpose, as the model takes them."""
@@ -360,8 +360,8 @@ class MemberLayout(nn.Module):
             parts[purpose] = u[:, start : start + index.shape[1]]
             start += index.shape[1]
         gated = self.condition.edge_gates or self.condition.node_gated
-        edges, nodes = self.split_gate_noise(parts[draws.EGATE] if gated else None)
-        return StepNoise(edges, nodes, parts[draws.EXIT])
+        edges, nodes = self.split_gate_noise(parts[noise.EGATE] if gated else None)
+        return StepNoise(edges, nodes, parts[noise.EXIT])
 
 
 def _own_copy(t: torch.Tensor) -> torch.Tensor:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import math
 import os
 import platform
@@ -55,8 +56,6 @@ from importlib import metadata
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout, installed or not
 
 PYKAN_VERSION = "0.2.8"
 INSTALL_HINT = ("pykan is not installed: run `make bench` (installs the bench extra, pip install -e '.[bench]'), "
@@ -121,10 +120,11 @@ def timed(call, steps_per_call: int, seconds: float, device: torch.device) -> tu
 class Baseline:
     """kanx as of another commit, importable beside this checkout's kanx in one process.
 
-    ``git archive REV kanx`` is unpacked into a temporary folder. Its modules are imported
-    while that folder leads sys.path and kept aside; ``active()`` swaps them into sys.modules
-    for the duration of a call (building a Trainer, running epochs), so lazy imports inside kanx
-    resolve to the same commit, and puts this checkout's modules back afterwards.
+    ``git archive REV kanx`` is unpacked into a temporary folder. Its package is loaded from
+    there (its submodules then resolve through the package's own __path__) and its modules kept
+    aside; ``active()`` swaps them into sys.modules for the duration of a call (building a
+    Trainer, running epochs), so lazy imports inside kanx resolve to the same commit, and puts
+    this checkout's modules back afterwards.
     """
 
     def __init__(self, rev: str):
@@ -152,15 +152,23 @@ class Baseline:
     def _take() -> dict:
         return {k: sys.modules.pop(k) for k in list(sys.modules) if k == "kanx" or k.startswith("kanx.")}
 
+    def _load_package(self) -> None:
+        """REV's kanx package into sys.modules, from its folder (not from sys.path, which leads to this checkout's)."""
+        init = Path(self.dir) / "kanx" / "__init__.py"
+        spec = importlib.util.spec_from_file_location("kanx", init, submodule_search_locations=[str(init.parent)])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["kanx"] = package
+        spec.loader.exec_module(package)
+
     @contextlib.contextmanager
     def active(self):
         ours = self._take()
         sys.modules.update(self.modules)
-        sys.path.insert(0, self.dir)
         try:
+            if "kanx" not in sys.modules:
+                self._load_package()
             yield
         finally:
-            sys.path.remove(self.dir)
             self.modules = self._take()
             sys.modules.update(ours)
 

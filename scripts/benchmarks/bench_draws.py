@@ -1,6 +1,6 @@
 """Time an epoch's random draws for a large mixed pack: the per-member generator loop kanx used
 before counter-based draws (each member's torch.Generator drawing its minibatch order and its
-noise in turn, on the host) against kanx.draws (every member at once, as tensor operations on
+noise in turn, on the host) against kanx.noise (every member at once, as tensor operations on
 the pack's device), eager and as one torch.compile kernel (what a CPU pack with train.compile
 uses). All are measured in this run, interleaved; prints milliseconds per epoch and the
 ratios; nothing is written.
@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 
 def generator_draws(generators, n: int, n_batches: int, widths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,12 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     generators = member_generators([r.seed for r in runs], stream=1)
     print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} threads; pack of {len(pack)} "
           f"({'+'.join(a.datasets)}, seeds {a.seeds}), N = {n}, {n_batches} batches an epoch, {sum(widths) * n_batches:,} noise values", flush=True)
-    from kanx import draws
+    from kanx import noise
 
     slots = trainer.model.members.noise_slots()
 
     def kanx_draws(compiled: bool):
-        return lambda: draws.epoch_draws(trainer.streams, epoch, n, n_batches, slots, compiled)
+        return lambda: noise.epoch_draws(trainer.streams, epoch, n, n_batches, slots, compiled)
 
     epoch = 0
     compile_s = time.perf_counter()
@@ -94,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         best["eager"] = min(best["eager"], timed(kanx_draws(False), a.repeats, device))
         best["compiled"] = min(best["compiled"], timed(kanx_draws(True), a.repeats, device))
     print(f"  per-member generators on the host (before): {best['before']:.2f} ms per epoch")
-    print(f"  kanx.draws on {device.type}, eager (after):      {best['eager']:.2f} ms per epoch")
-    print(f"  kanx.draws on {device.type}, compiled (after):   {best['compiled']:.2f} ms per epoch (first call, compiling: {compile_s:.0f} s)")
+    print(f"  kanx.noise on {device.type}, eager (after):      {best['eager']:.2f} ms per epoch")
+    print(f"  kanx.noise on {device.type}, compiled (after):   {best['compiled']:.2f} ms per epoch (first call, compiling: {compile_s:.0f} s)")
     print(f"draws for an epoch of {len(pack)} members: eager / before = {best['eager'] / best['before']:.3f}, "
           f"compiled / before = {best['compiled'] / best['before']:.3f}")
     return 0

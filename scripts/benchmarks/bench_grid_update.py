@@ -5,7 +5,7 @@ ratio; nothing is written.
 
     python scripts/benchmarks/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--conditions EFX ...] [--host]
 
-The pack is what `scripts/reproduce.py --group all` would train for these datasets and seeds
+The pack is what `python -m kanx.reproduce --group all` would train for these datasets and seeds
 (Nguyen F1 to F8, seeds 0 to 2: 624 members); each path is timed on a fresh copy of it.
 """
 
@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 
 def main(argv: list[str] | None = None) -> int:

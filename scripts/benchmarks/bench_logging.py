@@ -8,7 +8,7 @@ process. Nothing is written outside a temporary folder.
     python scripts/benchmarks/bench_logging.py [--device cuda] [--cuda-graph] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
         [--epochs 200] [--log-every 50] [--repeats 3]
 
-The pack is what `scripts/reproduce.py --group all` would train for these datasets and seeds
+The pack is what `python -m kanx.reproduce --group all` would train for these datasets and seeds
 (Nguyen F1 to F8, seeds 0 to 2, the eight conditions: 624 members). --log-every is the cadence
 (the default train.log_every of a 10,000-epoch run is 50); the modes take turns, --repeats
 times, and the median of each is reported. "per row" is the time of one logged epoch's
@@ -21,14 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
 
 MODES = ("reference", "rows", "live", "tensorboard")
 

@@ -33,9 +33,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # kanx from this checkout
-
-from kanx.vocab import PAPER_DATASETS  # noqa: E402
+from kanx.vocab import PAPER_DATASETS
 
 DATASETS = list(PAPER_DATASETS)
 

@@ -170,7 +170,7 @@ phase_command() {  # phase_command PHASE GRAPH: the command line of a phase, in 
            ${SMOKE:+--scale smoke} "${TRAINING[@]}" "$graph");;
     study:distractors)
       CMD=(scripts/studies/distractors.py run --root "$STUDIES/distractors" --no-table ${SMOKE:+--quick} "${TRAINING[@]}" "$graph");;
-    *) local datasets=${1%@*}; CMD=(scripts/reproduce.py --datasets ${datasets//,/ } "${REPRO[@]}" "$graph" "seed=${1#*@}");;
+    *) local datasets=${1%@*}; CMD=(-m kanx.reproduce --datasets ${datasets//,/ } "${REPRO[@]}" "$graph" "seed=${1#*@}");;
   esac
 }
 SMOKE=; [ "$SCALE" = smoke ] && SMOKE=1

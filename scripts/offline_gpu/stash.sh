@@ -12,7 +12,7 @@
 # While files are set aside, `git status` shows them deleted: run `back` before committing results.
 # `out` refuses to run while .stash/ exists (a second `out` would stash over the first).
 # `back` moves every set-aside file back; where the run has a curve again (either form), the curves are
-# spliced (the set-aside rows, then the rows written since: kanx.curves.put_back), and where the tree
+# spliced (the set-aside rows, then the rows written since: scripts/offline_gpu/curves.py), and where the tree
 # has any other file of that name again it stays in .stash/, named, with exit status 1: nothing set
 # aside is deleted.
 set -euo pipefail
@@ -50,39 +50,7 @@ case "${1:-}" in
     ;;
   back)
     [ -d "$STASH" ] || exit 0
-    ${PYTHON:-.venv/bin/python} - "$STASH" <<'PY'
-import os
-import sys
-from pathlib import Path
-
-from kanx.curves import put_back
-from kanx.vocab import CURVES
-
-stash = Path(sys.argv[1])
-restored, spliced, clashes = 0, 0, []
-for src in sorted(p for p in stash.rglob("*") if p.is_file()):
-    dst = src.relative_to(stash)
-    if src.name in CURVES:  # plain or .gz; spliced where the run wrote a curve again meanwhile (resumed here without it)
-        if put_back(src, dst.parent):
-            spliced += 1
-        else:
-            restored += 1
-    elif not dst.exists():
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dst)
-        restored += 1
-    else:
-        clashes.append(dst)
-for folder in sorted((p for p in stash.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-    if not any(folder.iterdir()):
-        folder.rmdir()
-if not any(stash.iterdir()):
-    stash.rmdir()
-print(f"restored {restored} files from {stash}/, spliced {spliced} training curves written since")
-if clashes:
-    print(f"stash.sh: {len(clashes)} set-aside files left in {stash}/: the tree has a file of that name again, e.g. {clashes[0]}", file=sys.stderr)
-    sys.exit(1)
-PY
+    ${PYTHON:-.venv/bin/python} scripts/offline_gpu/curves.py back "$STASH"
     ;;
   *) echo "usage: scripts/offline_gpu/stash.sh out|back" >&2; exit 2 ;;
 esac

@@ -8,7 +8,7 @@
 # (scripts/offline_gpu/stash.sh back). A record that already exists here is kept (tar --skip-old-files);
 # the job's checkpoints replace the ones here and are packed into .ckpt/ for the next job; the
 # job's training curves start where it resumed each run, so they are spliced onto the rows
-# here (python -m kanx.curves splice).
+# here (python scripts/offline_gpu/curves.py splice).
 set -euo pipefail
 DIR=$(cd "${1:?usage: scripts/offline_gpu/unpack.sh DIR}" && pwd)
 cd "$(dirname "$0")/../.."
@@ -22,7 +22,7 @@ unpack records --skip-old-files   # a record already here is kept
 unpack checkpoints --overwrite    # a later job's checkpoint replaces an earlier one
 returned=$(mktemp -d)
 unpack curves --overwrite "$returned"
-$PY -m kanx.curves splice "$returned" .   # the job's rows after the earlier rows here
+$PY scripts/offline_gpu/curves.py splice "$returned" .   # the job's rows after the earlier rows here
 rm -rf "$returned"
 bash scripts/offline_gpu/checkpoints.sh   # every unfinished run's checkpoint -> .ckpt/ for the next job
 [ -f "$DIR/window.log" ] && { grep '^\[window' "$DIR/window.log" || true; }

@@ -21,16 +21,13 @@ models (model.pt) are not committed, so the CSVs are the committed evidence.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from kanx.data.dynamics import free_run  # noqa: E402
-from kanx.load import load_run, rebuild_dataset  # noqa: E402
+from kanx.data.dynamics import free_run
+from kanx.load import load_run, rebuild_dataset
 
 HORIZONS = (1, 2, 5, 10, 20, 50)
 

@@ -1,4 +1,4 @@
-"""Counter-based draws (kanx.draws): a member's minibatch orders and noise are a function of
+"""Counter-based draws (kanx.noise): a member's minibatch orders and noise are a function of
 its seed and what they are for, the same alone and in packs of any make-up, exact 32-bit
 arithmetic on every backend. tests/test_cuda.py checks that a GPU draws the same numbers."""
 
@@ -8,7 +8,7 @@ import torch
 from helpers import toy_data
 from test_mixed_packs import mixed_runs
 
-from kanx import draws
+from kanx import noise
 from kanx.trainer import Trainer
 
 
@@ -24,16 +24,16 @@ def lowbias32(x: int) -> int:
 def test_the_mix_is_lowbias32_bit_for_bit_over_the_whole_word():
     words = np.random.default_rng(0).integers(0, 2**32, 5000, dtype=np.int64)
     words[:4] = [0, 1, 2**31, 2**32 - 1]
-    got = draws.mix32(torch.from_numpy(words))
+    got = noise.mix32(torch.from_numpy(words))
     assert got.tolist() == [lowbias32(int(w)) for w in words]
 
 
 def epoch(seeds, e):
-    return draws.at_epoch(draws.streams(draws.member_keys(seeds)), e)
+    return noise.at_epoch(noise.streams(noise.member_keys(seeds)), e)
 
 
 def test_uniforms_lie_inside_the_unit_interval_and_look_uniform():
-    u = draws.noise(epoch(range(50), 0), draws.EGATE, 8, torch.arange(100).expand(50, 100))
+    u = noise.noise(epoch(range(50), 0), noise.EGATE, 8, torch.arange(100).expand(50, 100))
     assert u.dtype == torch.float32 and 0 < u.min() and u.max() < 1
     counts = torch.histc(u, bins=20, min=0, max=1)
     expected = u.numel() / 20
@@ -42,11 +42,11 @@ def test_uniforms_lie_inside_the_unit_interval_and_look_uniform():
 
 def test_orders_are_permutations_that_change_with_seed_and_epoch():
     for n in (1, 2, 3, 5, 17, 64, 300, 1000, 1024, 1025, 3000):  # powers of 4 need no compaction, the others do
-        order = draws.orders(epoch(range(3), 7), n)
+        order = noise.orders(epoch(range(3), 7), n)
         assert torch.equal(order.sort(1).values, torch.arange(n).expand(3, n)), n
-    a, b = draws.orders(epoch([0, 1], 0), 300), draws.orders(epoch([0, 1], 1), 300)
+    a, b = noise.orders(epoch([0, 1], 0), 300), noise.orders(epoch([0, 1], 1), 300)
     assert not torch.equal(a[0], a[1]) and not torch.equal(a[0], b[0])
-    assert torch.equal(a, draws.orders(epoch([0, 1], 0), 300))  # a function of its counter, nothing else
+    assert torch.equal(a, noise.orders(epoch([0, 1], 0), 300))  # a function of its counter, nothing else
 
 
 def test_orders_put_every_sample_in_every_batch_alike_and_split_neighbours_as_chance_does():
@@ -54,7 +54,7 @@ def test_orders_put_every_sample_in_every_batch_alike_and_split_neighbours_as_ch
     batch, a sample held to some batches); over 400 member-epochs of 1,000 samples in 8 batches
     neither shows beyond chance."""
     n, n_batches = 1000, 8
-    orders = torch.cat([draws.orders(epoch(range(20), e), n) for e in range(20)])  # (400, n)
+    orders = torch.cat([noise.orders(epoch(range(20), e), n) for e in range(20)])  # (400, n)
     batch_of = torch.empty_like(orders)
     batch_of.scatter_(1, orders, (torch.arange(n) * n_batches // n).expand_as(orders))  # sample -> its batch
     counts = torch.stack([(batch_of == b).sum(0) for b in range(n_batches)]).double()  # (batches, samples)
@@ -68,11 +68,11 @@ def test_orders_put_every_sample_in_every_batch_alike_and_split_neighbours_as_ch
 
 def test_purposes_epochs_and_steps_draw_apart():
     own = torch.arange(64).view(1, 64)
-    e0 = draws.noise(epoch([3], 0), draws.EGATE, 2, own)
+    e0 = noise.noise(epoch([3], 0), noise.EGATE, 2, own)
     assert not torch.equal(e0[0], e0[1])
-    assert not torch.equal(e0, draws.noise(epoch([3], 0), draws.EXIT, 2, own))
-    assert not torch.equal(e0, draws.noise(epoch([3], 1), draws.EGATE, 2, own))
-    assert not torch.equal(e0, draws.noise(epoch([4], 0), draws.EGATE, 2, own))
+    assert not torch.equal(e0, noise.noise(epoch([3], 0), noise.EXIT, 2, own))
+    assert not torch.equal(e0, noise.noise(epoch([3], 1), noise.EGATE, 2, own))
+    assert not torch.equal(e0, noise.noise(epoch([4], 0), noise.EGATE, 2, own))
 
 
 def test_a_member_draws_the_same_alone_and_in_packs_of_other_make_ups():
@@ -110,9 +110,9 @@ def test_slots_a_member_lacks_hold_one_half():
 
 @pytest.mark.slow  # torch.compile's first call (make test-full)
 def test_compiled_draws_are_the_eager_draws_bit_for_bit():
-    own = {draws.EGATE: torch.tensor([[0, 1, 2, -1], [3, 0, -1, -1]]), draws.EXIT: torch.tensor([[0, 1], [1, -1]])}
-    keys = draws.streams(draws.member_keys([4, 9]))
+    own = {noise.EGATE: torch.tensor([[0, 1, 2, -1], [3, 0, -1, -1]]), noise.EXIT: torch.tensor([[0, 1], [1, -1]])}
+    keys = noise.streams(noise.member_keys([4, 9]))
     for e, n in ((0, 300), (3, 256)):
-        eager = draws.epoch_draws(keys, e, n, 5, own)
-        compiled = draws.epoch_draws(keys, e, n, 5, own, compiled=True)
+        eager = noise.epoch_draws(keys, e, n, 5, own)
+        compiled = noise.epoch_draws(keys, e, n, 5, own, compiled=True)
         assert all(torch.equal(a, b) for a, b in zip(eager, compiled, strict=True))
