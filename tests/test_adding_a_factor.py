@@ -24,7 +24,6 @@ from kanx.kan.mechanisms import EXPECTED, TRAIN, Mechanism
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity
 from kanx.kan.structure import RecordRule, model_structure, record_metrics
-from kanx.status import _beta_list
 
 STAGE_GATES = vocab.Factor("T", "stage_gates", "stage gates", beta_acts=True)
 OPEN = 2.0  # a stage gate's logit at the start: sigmoid(2) = 0.88, open
@@ -188,8 +187,6 @@ def test_beta_sweeps_where_the_toy_acts(toy_factor):
     assert composed("+condition=F", "dataset=concrete", hydra=True).hydra.sweeper.params.beta == "0.0"
     assert composed("+condition=T").beta == 0.2 and composed("+condition=F").beta == 0.0  # sin_xy2's single-run beta
     assert beta_sweep({"stage_gates": True}, [0.1]) == "0.1"
-    assert _beta_list({"stage_gates": True}, {"betas": [0.1]}) == [0.1]  # kanx.status reads the factors too
-    assert _beta_list({"forward": True}, {"betas": [0.1]}) == [0.0]
     with pytest.raises(ConfigError, match="condition.stage_gates='maybe' must be true or false"):
         beta_sweep({"edge_gates": False, "stage_gates": "maybe"}, [0.1])
 
