@@ -64,7 +64,8 @@ def atomic_write_together(files: Sequence[tuple[Path, bytes]]) -> None:
             os.replace(tmp, path)
     except BaseException as e:
         for tmp, _ in staged:
-            with contextlib.suppress(OSError):  # on a file system turned read-only it stays; the next lock holder removes it
+            # on a file system turned read-only it stays; the next lock holder removes it
+            with contextlib.suppress(OSError):
                 Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
             raise cannot_write(path, e) from e

@@ -29,7 +29,8 @@ def write_together(checkpoints: Sequence[tuple[Checkpoint, Path]]) -> None:
     """Write the checkpoint.pt of one run or several (a pack's, at one epoch) so that a process killed
     while writing leaves them all at the old epoch or all at the new one, never split (then they
     resume as one pack): kanx.records.atomic_write_together. A StorageError when one cannot be written."""
-    records.atomic_write_together([(Path(run_dir) / CHECKPOINT, torch_bytes(c.to_dict())) for c, run_dir in checkpoints])
+    records.atomic_write_together([(Path(run_dir) / CHECKPOINT, torch_bytes(c.to_dict()))
+                                   for c, run_dir in checkpoints])
 
 
 class BadCheckpoint(Exception):
@@ -108,8 +109,8 @@ class Checkpoint:
             first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
             raise BadCheckpoint(f"cannot be loaded ({type(e).__name__}{': ' + first if first else ''}): truncated, "
                                 "or not a checkpoint kanx writes", type(e).__name__) from e
-        return cls(epoch=epoch, state=raw.get("state"), config_hash=raw.get("config_hash"), data_hash=raw.get("data_hash"),
-                   history=raw.get("history"), pack=raw.get("pack"))
+        return cls(epoch=epoch, state=raw.get("state"), config_hash=raw.get("config_hash"),
+                   data_hash=raw.get("data_hash"), history=raw.get("history"), pack=raw.get("pack"))
 
     def belongs_to(self, config_hash: str, data_hash: str | None) -> bool:
         """Written by a run of this config and these data (a checkpoint that predates data
@@ -133,6 +134,7 @@ class Checkpoint:
         """Its pack's id, epochs, batches per epoch and members, where it says."""
         try:
             p = self.pack
-            return {"id": str(p["id"]), "epochs": int(p["epochs"]), "batches": int(p["batches"]), "members": int(p["members"])}  # type: ignore[index]
+            return {"id": str(p["id"]), "epochs": int(p["epochs"]), "batches": int(p["batches"]),  # type: ignore[index]
+                    "members": int(p["members"])}  # type: ignore[index]
         except Exception:
             return None

@@ -44,7 +44,8 @@ def check_writable(run_dirs: Sequence[Path]) -> None:
             continue
         checked.add(folder)
         if not folder.is_dir():
-            raise ConfigError(f"{folder} is not a folder, so the results in {run_dir} cannot be written: choose another results_root")
+            raise ConfigError(f"{folder} is not a folder, so the results in {run_dir} cannot be written: choose "
+                              "another results_root")
         if on_read_only_file_system(folder):
             raise ConfigError(f"{folder} is on a read-only file system, so the results in {run_dir} cannot be written: "
                               "choose a results_root on a writable one")
@@ -112,11 +113,12 @@ def check_memory(packs: Sequence[Sequence], available: int | None = None) -> Non
         if free is None or need <= free:
             continue
         width = list(runs[0].model.width)
-        lower = (f"lower train.pack_size (now {runs[0].train.pack_size}; this pack has {len(runs)} runs) or model.width={width}"
+        lower = (f"lower train.pack_size (now {runs[0].train.pack_size}; "
+                 f"this pack has {len(runs)} runs) or model.width={width}"
                  if len(runs) > 1 else f"lower model.width={width} or train.batch_size={runs[0].train.batch_size}")
-        raise ConfigError(f"a pack of {len(runs)} run(s) of {runs[0].data.name} needs about {_size(need)} (parameters, Adam "
-                          f"state, activations of batch {runs[0].train.batch_size} x width {max(width)}), more than the "
-                          f"{_size(free)} available: {lower}")
+        raise ConfigError(f"a pack of {len(runs)} run(s) of {runs[0].data.name} needs about {_size(need)} (parameters, "
+                          f"Adam state, activations of batch {runs[0].train.batch_size} x width {max(width)}), more "
+                          f"than the {_size(free)} available: {lower}")
 
 
 def _size(n: int) -> str:

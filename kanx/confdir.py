@@ -26,7 +26,8 @@ def conf_dir() -> Path:
         return CHECKOUT_CONF
     if (INSTALLED_CONF / "config.yaml").is_file():
         return INSTALLED_CONF
-    raise FileNotFoundError(f"kanx: no configs: neither {CHECKOUT_CONF} (a checkout) nor {INSTALLED_CONF} (an installed wheel) holds config.yaml")
+    raise FileNotFoundError(f"kanx: no configs: neither {CHECKOUT_CONF} (a checkout) nor {INSTALLED_CONF} (an "
+                            "installed wheel) holds config.yaml")
 
 
 @contextmanager

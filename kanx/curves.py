@@ -77,8 +77,8 @@ class Curves:
         open_gates, exits, pi = open_gates.tolist(), exits.tolist(), pi.tolist()
         rows = []
         for m, condition in enumerate(trainer.conditions):
-            row = {"epoch": trainer.epoch, "loss": float(loss[m]), "data_loss": float(data[m]), "lc": float(lc[m]), "beta": beta[m],
-                   "open_gates": int(open_gates[m]), "exit": int(exits[m])}
+            row = {"epoch": trainer.epoch, "loss": float(loss[m]), "data_loss": float(data[m]),
+                   "lc": float(lc[m]), "beta": beta[m], "open_gates": int(open_gates[m]), "exit": int(exits[m])}
             if condition.exits:
                 row |= {f"pi_{k}": float(pi[m][k]) for k in range(model.L)} | {"tau_x": tau}
             row |= {"lr": cfg.lr, "elapsed_s": round(trainer.train_seconds, 3)}
@@ -89,7 +89,8 @@ class Curves:
     def _append(self, m: int, row: dict) -> list[str]:
         """Append ``row`` to member m's live file through its open handle (_append)."""
         path, columns = self.run_dirs[m] / METRICS, self.columns[m]
-        if columns is not None and list(row) != columns:  # _append rewrites the file: a handle would point at the old one
+        # _append rewrites the file: a handle would point at the old one
+        if columns is not None and list(row) != columns:
             self._close_file(m)
             return _append(path, columns, row)
         out = self._files.get(m)
@@ -136,7 +137,8 @@ def pack_curves(jobs, trainer: Trainer) -> Curves:
     """The curves of a pack's runs (kanx.jobs.Job), from the trainer's epoch (a resume's
     checkpoint epoch) on, with the logger of their config (`logger=`: kanx.loggers)."""
     runs, cfg = [j.run for j in jobs], trainer.train_cfg
-    tags = [{"dataset": r.data.name, "condition": r.condition.name, "beta": r.beta, "seed": r.seed, "config_hash": j.config_hash}
+    tags = [{"dataset": r.data.name, "condition": r.condition.name, "beta": r.beta, "seed": r.seed,
+             "config_hash": j.config_hash}
             for r, j in zip(runs, jobs, strict=True)]
     run_dirs = [j.run_dir for j in jobs]
     logger = open_logger(runs[0].logger, run_dirs, tags, trainer.epoch, jobs[0].container.get("results_root", "."))
@@ -202,7 +204,8 @@ def read_rows(path: Path | None) -> list[dict]:
     if not text.endswith("\n"):  # a process killed mid-append (_append): its cut last line goes
         text = text[: text.rfind("\n") + 1]
     # an empty field is a column the row's writer did not have (_append's rewrite): left out
-    return [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(io.StringIO(text, newline="")) if None not in row.values()]
+    return [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(io.StringIO(text, newline=""))
+            if None not in row.values()]
 
 
 def write_rows(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:

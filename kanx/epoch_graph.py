@@ -91,8 +91,8 @@ class EpochGraph:
 
     def _mutable_state(self) -> list[torch.Tensor]:
         """Every tensor an epoch writes: parameters, Adam's moments and step, the counters, logs."""
-        return [*self.pack.optimizer.state_tensors(), self.epoch, self.slot, self.alive, self.epoch_loss, self.epoch_data,
-                self.log_loss, self.log_data, self.log_alive]
+        return [*self.pack.optimizer.state_tensors(), self.epoch, self.slot, self.alive,
+                self.epoch_loss, self.epoch_data, self.log_loss, self.log_data, self.log_alive]
 
     def _capture(self) -> torch.cuda.CUDAGraph:
         state = self._mutable_state()

@@ -25,7 +25,8 @@ class StorageError(OSError):
     training stops, since nothing after it could be written either. The message is one line
     that names the file and the cause."""
 
-    CAUSES = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up", errno.EROFS: "the file system is read-only",
+    CAUSES = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EROFS: "the file system is read-only",
               errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
 
     def __str__(self) -> str:

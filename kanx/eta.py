@@ -34,7 +34,8 @@ def running_rate(runs: list, protocol: tuple[int, int, int] | None) -> float | N
     if protocol is None:
         return None
     batches = protocol[1]
-    rates = [r.stretch[0] * batches / r.stretch[1] for r in runs if r.state == "running" and r.stretch and r.stretch[0] > 0 and r.stretch[1] > 0]
+    rates = [r.stretch[0] * batches / r.stretch[1] for r in runs if r.state == "running" and r.stretch
+             and r.stretch[0] > 0 and r.stretch[1] > 0]
     return statistics.median(rates) if rates else None
 
 
@@ -62,7 +63,8 @@ def estimate(sweep, found: list, protocol: tuple[int, int, int] | None) -> None:
     same dataset and condition under another tag."""
     rate = _rate(sweep.records)
     if rate is None:  # the same dataset and condition elsewhere (another tag)
-        rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition) for r in s.records)
+        rate = _rate(r for s in found if (s.dataset, s.condition) == (sweep.dataset, sweep.condition)
+                     for r in s.records)
     if rate is None:  # still running, no record yet: the running process's own pace
         rate = running_rate(sweep.runs, protocol)
     sweep.eta_s = eta_seconds(sweep.runs, protocol, rate)
@@ -71,7 +73,8 @@ def estimate(sweep, found: list, protocol: tuple[int, int, int] | None) -> None:
     sweep.other_eta_s = eta_seconds([r for r in sweep.runs if id(r) not in packed], protocol, rate)
     steps: dict[str, int] = {}  # each named pack once: (its epochs - the furthest epoch its checkpoints hold) x batches
     for r in in_packs:
-        steps[r.pack["id"]] = min(steps.get(r.pack["id"], math.inf), max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"])
+        steps[r.pack["id"]] = min(steps.get(r.pack["id"], math.inf),
+                                  max(r.pack["epochs"] - r.epoch, 0) * r.pack["batches"])
     sweep.pack_eta_s = {pack_id: None if rate is None else n / rate for pack_id, n in steps.items()}
 
 

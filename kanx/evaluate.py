@@ -157,7 +157,8 @@ def _rescored(run_dir: Path):
 
     @one_thread()
     def ensemble() -> dict:
-        return {k: v.tolist() for k, v in ulp_ensemble(dataset, _predictor(run.model, run.scaling, run.gate_estimator), plans).items()}
+        return {k: v.tolist() for k, v in ulp_ensemble(
+            dataset, _predictor(run.model, run.scaling, run.gate_estimator), plans).items()}
 
     return metrics, (lambda label: label if label in plans else None), ensemble, target_scale(dataset)
 
@@ -186,7 +187,8 @@ def check(run_dir: Path) -> Checked:
     if status == "failed":
         return Checked(run_dir, FAILED, f"a recorded failure: {record.get('error') or 'no metrics'}", device=device)
     if not (run_dir / records.MODEL).exists():
-        return Checked(run_dir, NO_WEIGHTS, f"no {records.MODEL} to rescore it from (the record is sealed)", device=device)
+        return Checked(run_dir, NO_WEIGHTS, f"no {records.MODEL} to rescore it from (the record is sealed)",
+                       device=device)
     try:
         metrics, chaotic, ensemble, scale = _rescored(run_dir)
         verdicts, missing = judge(recorded, metrics, ensemble, chaotic, scale)
@@ -226,11 +228,13 @@ def summary(checked: list[Checked]) -> str:
     outcomes = Counter(c.outcome for c in checked)
     verdicts = sum((c.counts() for c in checked if c.outcome == AGREES), Counter())
     metric_text = ", ".join(f"{verdicts[v]} {v}" for v in (IDENTICAL, WITHIN, CONSISTENT))
-    largest = max((v.scaled for c in checked if c.outcome == AGREES for v in c.verdicts if v.verdict == WITHIN and v.scaled), default=None)
+    largest = max((v.scaled for c in checked if c.outcome == AGREES for v in c.verdicts
+                   if v.verdict == WITHIN and v.scaled), default=None)
     if largest is not None:
         metric_text += f"; the largest difference within tolerance is {largest:.2g} of it"
     parts = [f"{outcomes[AGREES]} agree (metrics: {metric_text})"]
-    parts += [f"{outcomes[o]} {'differ' if o == DIFFERS_RUN else o}" for o in OUTCOMES[1:] if outcomes[o] or o in (DIFFERS_RUN, *UNVERIFIED)]
+    parts += [f"{outcomes[o]} {'differ' if o == DIFFERS_RUN else o}" for o in OUTCOMES[1:]
+              if outcomes[o] or o in (DIFFERS_RUN, *UNVERIFIED)]
     return f"{len(checked)} run folder(s): " + ", ".join(parts)
 
 
@@ -240,16 +244,18 @@ def devices_line(checked: list[Checked]) -> str | None:
     if not devices:
         return None
     where = ", ".join(f"{n} on {d}" for d, n in sorted(devices.items()))
-    return (f"trained: {where}. A record's metrics are scored from its model.pt alone, on the CPU, after training on any device, "
-            "so every run gets the same verdicts (docs/RECORDS.md, \"Rescoring on another machine\")")
+    return (f"trained: {where}. A record's metrics are scored from its model.pt alone, on the CPU, after training on "
+            "any device, so every run gets the same verdicts (docs/RECORDS.md, \"Rescoring on another machine\")")
 
 
 def _parser() -> ArgumentParser:
     doc = __doc__ or ""
     parser = ArgumentParser(prog=prog(MODULE), description=doc.split("\n\n", 1)[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc.split("\n\n", 1)[1])
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog=doc.split("\n\n", 1)[1])
     parser.add_argument("root", type=Path, help="a results root, or one run folder")
-    parser.add_argument("--add-missing", action="store_true", help="write metrics a record lacks into it (refreshing its checksum)")
+    parser.add_argument("--add-missing", action="store_true",
+                        help="write metrics a record lacks into it (refreshing its checksum)")
     parser.add_argument("--allow-unverified", action="store_true",
                         help="exit 0 although some runs could not be checked (unsealed, no weights, cannot be scored)")
     parser.add_argument("--quiet", action="store_true", help="print only runs that do not agree, and the summary")
@@ -265,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"{args.root} is a file: give a results root (e.g. results/paper) or a run folder", module=MODULE)
     folders = run_folders(args.root)
     if not folders:
-        fail(f"{args.root} holds no run (no folder with {records.RECORD}, {records.DONE} or {records.MODEL} below it)", module=MODULE)
+        fail(f"{args.root} holds no run (no folder with {records.RECORD}, {records.DONE} or {records.MODEL} below it)",
+             module=MODULE)
     checked, completed, not_completed = [], 0, 0
     for run_dir in folders:
         result = check(run_dir)

@@ -34,19 +34,23 @@ from kanx.symbolic_fit import DEFAULT_PRIMITIVES, SIMPLICITY, check_options
 
 def to_latex(f: Formula) -> str:
     lines = ["% kanx.formula: symbolic export (python -m kanx.formula RUN_DIR)", "\\begin{align}"]
-    eqs = [f"{sp.latex(sp.Symbol(symbol_names([n])[0]))} &= {sp.latex(round_floats(e, f.digits))}" for n, e in zip(f.output_names, f.simplified, strict=True)]
-    lines += [" \\\\\n".join(eqs), "\\end{align}", "", "\\begin{tabular}{llllr}", "edge & from & to & primitive & $R^2$ \\\\ \\hline"]
+    eqs = [f"{sp.latex(sp.Symbol(symbol_names([n])[0]))} &= {sp.latex(round_floats(e, f.digits))}"
+           for n, e in zip(f.output_names, f.simplified, strict=True)]
+    lines += [" \\\\\n".join(eqs), "\\end{align}", "", "\\begin{tabular}{llllr}",
+              "edge & from & to & primitive & $R^2$ \\\\ \\hline"]
     for row in f.edge_table():
         r2 = "" if row["r2"] is None else f"{row['r2']:.6f}"
-        lines.append(f"\\texttt{{{row['edge'].replace('_', chr(92) + '_')}}} & {row['src'].replace('_', chr(92) + '_')} & "
-                     f"{row['dst'].replace('_', chr(92) + '_')} & {row['primitive'].replace('^', chr(92) + '^{}')} & {r2} \\\\")
+        lines.append(f"\\texttt{{{row['edge'].replace('_', chr(92) + '_')}}} & "
+                     f"{row['src'].replace('_', chr(92) + '_')} & {row['dst'].replace('_', chr(92) + '_')} & "
+                     f"{row['primitive'].replace('^', chr(92) + '^{}')} & {r2} \\\\")
     lines.append("\\end{tabular}")
     m = f.metrics
     if m.get("test_rmse_network") is not None:
         lines += ["", f"% test RMSE: formula {m['test_rmse_formula']:.6g}, network {m['test_rmse_network']:.6g}"]
     for row in f.edge_table():
         if "table" in row:
-            lines += ["", f"% {row['edge']} kept numeric: spline table (x, z*phi(x))", "\\begin{tabular}{rr}", "$x$ & $\\phi(x)$ \\\\ \\hline"]
+            lines += ["", f"% {row['edge']} kept numeric: spline table (x, z*phi(x))", "\\begin{tabular}{rr}",
+                      "$x$ & $\\phi(x)$ \\\\ \\hline"]
             lines += [f"{a:.5g} & {b:.5g} \\\\" for a, b in zip(row["table"]["x"], row["table"]["y"], strict=True)]
             lines.append("\\end{tabular}")
     return "\n".join(lines) + "\n"
@@ -108,14 +112,19 @@ PROG = "kanx.formula"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=prog("kanx.formula"), description="Symbolic export of a trained run: one formula from its contributing edges.")
+    p = argparse.ArgumentParser(
+        prog=prog("kanx.formula"),
+        description="Symbolic export of a trained run: one formula from its contributing edges.")
     p.add_argument("run_dir", help="a finished run's directory (record.json, done, model.pt)")
     p.add_argument("--tolerance", type=float, default=None,
-                   help="keep the formula within this RMSE of the network on the training inputs, in units of std(y_train): "
-                        "edges are kept numeric (spline tables) until it is; a number >= 0 (default: off, every edge symbolic)")
-    p.add_argument("--simplicity", type=float, default=SIMPLICITY, help=f"complexity penalty of the score, a number >= 0 (default {SIMPLICITY})")
+                   help="keep the formula within this RMSE of the network on the training inputs, in units of "
+                        "std(y_train): edges are kept numeric (spline tables) until it is; a number >= 0 (default: "
+                        "off, every edge symbolic)")
+    p.add_argument("--simplicity", type=float, default=SIMPLICITY,
+                   help=f"complexity penalty of the score, a number >= 0 (default {SIMPLICITY})")
     p.add_argument("--primitives", default=",".join(DEFAULT_PRIMITIVES), help="comma-separated library (default: all)")
-    p.add_argument("--sympy-simplify", action="store_true", help="also pass the expanded expression through sympy.simplify (slow)")
+    p.add_argument("--sympy-simplify", action="store_true",
+                   help="also pass the expanded expression through sympy.simplify (slow)")
     p.add_argument("--out", help="folder for formula.json/.tex/.png (default: RUN_DIR)")
     p.add_argument("--no-figure", action="store_true", help="skip formula.png")
     args = p.parse_args(argv)

@@ -42,12 +42,15 @@ def read_history(run_dir: str | Path):
         history = pd.read_csv(path, compression="gzip" if path.suffix == ".gz" else None)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CurveError(f"{path} is not a training curve kanx writes (a CSV table of numbers): {type(e).__name__}: {reason}") from None
+        raise CurveError(f"{path} is not a training curve kanx writes (a CSV table "
+                         f"of numbers): {type(e).__name__}: {reason}") from None
     if "epoch" not in history.columns:
-        raise CurveError(f"{path} is not a training curve kanx writes: it has no epoch column (columns: {', '.join(map(str, history.columns[:8]))})")
+        raise CurveError(f"{path} is not a training curve kanx writes: it has no epoch column (columns: "
+                         f"{', '.join(map(str, history.columns[:8]))})")
     text = [str(c) for c in history.columns if not pd.api.types.is_numeric_dtype(history[c])]
     if text:
-        raise CurveError(f"{path} is not a training curve kanx writes: column {text[0]} holds text where numbers belong")
+        raise CurveError(f"{path} is not a training curve kanx writes: "
+                         f"column {text[0]} holds text where numbers belong")
     return history
 
 

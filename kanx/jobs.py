@@ -91,7 +91,8 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
     legacy: list[Job] = []
     duplicates: list[Job] = []
     for cfg, run_dir in configs:
-        container = to_container(cfg) if not isinstance(cfg, dict) else cfg  # type: ignore[arg-type]  # a composed DictConfig
+        # a composed DictConfig
+        container = to_container(cfg) if not isinstance(cfg, dict) else cfg  # type: ignore[arg-type]
         container.pop("hydra", None)
         check_results_root(container.get("results_root", RESULTS_ROOT))
         run = run_config_from(container)
@@ -107,7 +108,8 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         first = by_dir.setdefault(job.run_dir.resolve(), job)
         if first is not job:
             if (first.config_hash, first.data_hash) != (job.config_hash, job.data_hash):
-                diff = config_differences(first.container, job.container) or [f"dataset data hash: {first.data_hash}, then {job.data_hash}"]
+                diff = config_differences(first.container, job.container) or [
+                    f"dataset data hash: {first.data_hash}, then {job.data_hash}"]
                 raise ConfigError(f"two jobs would write {job.run_dir} with different configs ({'; '.join(diff[:3])}): "
                                   "a key that tells them apart must be one the folder name shows")
             duplicates.append(job)
@@ -123,8 +125,8 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
     if legacy:
         _refuse_legacy(legacy)
     if duplicates:
-        log.info(f"{len(duplicates)} job(s) name the run folder of an earlier job (a value swept twice, e.g. seed=0,0): "
-                 f"each such run is trained once, e.g. {duplicates[0].run_dir}")
+        log.info(f"{len(duplicates)} job(s) name the run folder of an earlier job (a value swept twice, e.g. "
+                 f"seed=0,0): each such run is trained once, e.g. {duplicates[0].run_dir}")
     return jobs
 
 
@@ -165,16 +167,18 @@ def _check_record(job: Job, ds) -> None:
         # still be the reference copy; generated data were the same generator's.
         reference = ds.provenance.get("reference_sha256")
         if reference and not str(ds.provenance.get("sha256", "")).startswith(reference[:16]):
-            _refuse(job, "different data", [f"dataset data hash: {reference[:16]} there (the reference copy; the record predates data hashes), "
-                                            f"{job.data_hash} now ({ds.provenance.get('file')})"])
+            _refuse(job, "different data", [f"dataset data hash: {reference[:16]} there (the reference copy; the "
+                                            f"record predates data hashes), {job.data_hash} now "
+                                            f"({ds.provenance.get('file')})"])
     elif recorded != job.data_hash:
         where = f" ({ds.provenance['file']})" if "file" in ds.provenance else ""
         _refuse(job, "different data", [f"dataset data hash: {recorded} there, {job.data_hash} now{where}"])
 
 
 def _refuse(job: Job, what: str, diff: list[str]) -> None:
-    raise ConfigError(f"{job.run_dir} holds a record of {what} ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}): "
-                      "use another results_root, or overwrite=true to replace it")
+    raise ConfigError(f"{job.run_dir} holds a record of {what} "
+                      f"({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}): use another results_root, or "
+                      "overwrite=true to replace it")
 
 
 @dataclass
@@ -242,7 +246,8 @@ def load_checkpoint(run_dir: Path) -> Checkpoint | None:
     try:
         return Checkpoint.read(run_dir)
     except BadCheckpoint as e:  # a damaged (or pickled-object) checkpoint means: start this run again
-        log.warning(f"{Path(run_dir) / records.CHECKPOINT} cannot be loaded as tensors and plain data ({e.cause}); the run starts again")
+        log.warning(f"{Path(run_dir) / records.CHECKPOINT} cannot be loaded as "
+                    f"tensors and plain data ({e.cause}); the run starts again")
         return None
 
 
@@ -284,7 +289,8 @@ def make_packs(jobs: Sequence[Job], pack_size: int | None = None, group: str = D
         mix = resolve_group(group, j.run.device)
         if mix == "all":
             return shared
-        return (*shared, j.run.condition.name) if mix == "condition" else (*shared, j.run.condition.name, j.run.data.name)
+        return ((*shared, j.run.condition.name) if mix == "condition"
+                else (*shared, j.run.condition.name, j.run.data.name))
 
     def order(j: Job) -> tuple:
         return (key(j), _CONDITION_ORDER.get(j.run.condition.name, 99), j.run.data.name)
@@ -344,9 +350,11 @@ def starting(pack, prefix: str) -> str:
     the first epoch takes long (torch.compile's warm-up is about a minute on a CPU, during which
     nothing else is printed; the README's quick try used to sit silent for 108 s)."""
     t = pack[0].run.train
-    names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
+    names = (f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: "
+             f"{','.join(dict.fromkeys(j.run.condition.name for j in pack))}")
     epochs = f"epochs {pack[0].resume_epoch}-{t.epochs}" if pack[0].resume_epoch else f"{t.epochs} epochs"
     line = f"{prefix} training a pack of {len(pack)} ({names}), {epochs}"
     if t.compile:
-        line += "; the first epoch compiles the B-spline basis (torch.compile: about a minute; train.compile=false or +debug=quick skips it)"
+        line += ("; the first epoch compiles the B-spline basis (torch.compile: about a minute; train.compile=false or "
+                 "+debug=quick skips it)")
     return line

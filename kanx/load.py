@@ -23,7 +23,8 @@ MODEL_FORMAT = 2
 _SCALING_FIELDS = ("x_shift", "x_scale", "y_shift", "y_scale", "input_scaling", "standardize_targets")
 
 
-def model_file(state: dict, spec: KANSpec, condition: Condition, seed: int, scaling, gate_estimator: str, input_names, output_names) -> dict:
+def model_file(state: dict, spec: KANSpec, condition: Condition, seed: int, scaling, gate_estimator: str,
+               input_names, output_names) -> dict:
     """What model.pt holds for one run (state: the member's own-condition state dict)."""
     return {
         "format": MODEL_FORMAT,
@@ -51,10 +52,12 @@ def read_model_file(path: Path | IO[bytes]) -> dict:
         with torch.serialization.safe_globals([KANSpec, Condition, Scaling]):
             saved = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise ValueError(f"{path} holds pickled Python objects other than tensors, plain data and kanx's KANSpec, Condition and "
-                         "Scaling, which kanx does not load (unpickling can run code): re-run the run with overwrite=true") from None
+        raise ValueError(f"{path} holds pickled Python objects other than tensors, plain data and "
+                         "kanx's KANSpec, Condition and Scaling, which kanx does not load "
+                         "(unpickling can run code): re-run the run with overwrite=true") from None
     except (RuntimeError, EOFError, OSError) as e:
-        raise ValueError(f"{path} is unreadable or truncated ({type(e).__name__}: {e}); re-run the run with overwrite=true") from None
+        raise ValueError(f"{path} is unreadable or truncated ({type(e).__name__}: "
+                         f"{e}); re-run the run with overwrite=true") from None
     if saved.get("format", 1) == 1:
         return saved  # objects already
     from kanx.config import ADDED_LATER
@@ -62,7 +65,8 @@ def read_model_file(path: Path | IO[bytes]) -> dict:
     spec = dict(saved["spec"])
     spec["width"], spec["grid_range"] = tuple(spec["width"]), tuple(spec["grid_range"])
     spec.setdefault("grid_refit_points", ADDED_LATER["model.grid_refit_points"])  # saved before the option existed
-    return {**saved, "spec": KANSpec(**spec), "condition": Condition.from_name(saved["condition"]), "scaling": Scaling(**saved["scaling"])}
+    return {**saved, "spec": KANSpec(**spec), "condition": Condition.from_name(saved["condition"]),
+            "scaling": Scaling(**saved["scaling"])}
 
 
 def model_from_file(saved: dict) -> GatedKAN:
@@ -86,8 +90,9 @@ class TrainedRun:
 
     @property
     def history(self):
-        """The run's training curves (metrics.csv, or metrics.csv.gz once finished; kanx.curves) as a DataFrame; None without one,
-        kanx.history.CurveError (a ValueError) naming the file if it is damaged."""
+        """The run's training curves (metrics.csv, or metrics.csv.gz once finished;
+        kanx.curves) as a DataFrame; None without one, kanx.history.CurveError (a
+        ValueError) naming the file if it is damaged."""
         from kanx.history import read_history
 
         return read_history(self.run_dir) if self.run_dir is not None else None
@@ -108,8 +113,9 @@ class TrainedRun:
             x = x.unsqueeze(0)
         n_inputs = len(self.input_names) or None
         if x.ndim != 2 or (n_inputs and x.shape[1] != n_inputs):
-            raise ValueError(f"predict takes samples of {n_inputs or 'the model'}'s inputs ({', '.join(self.input_names)}) as (N, n_inputs) "
-                             f"or (n_inputs,); got shape {tuple(x.shape[1:] if one else x.shape)}")
+            raise ValueError(f"predict takes samples of {n_inputs or 'the model'}'s inputs "
+                             f"({', '.join(self.input_names)}) as (N, n_inputs) or (n_inputs,); got shape "
+                             f"{tuple(x.shape[1:] if one else x.shape)}")
         scaled = self.scaling.x(x).unsqueeze(0).to(torch.float32)  # (1, N, n_0)
         out = self.scaling.y_inverse(self.model.predict(scaled, self.gate_estimator)[0].to(torch.float64))
         out = out[0] if one else out
@@ -128,14 +134,15 @@ def load_run(run_dir: str | Path) -> TrainedRun:
     if state.problem:
         raise ValueError(f"{state.problem}; re-run the run to replace it")
     if state.record is None:
-        raise FileNotFoundError(f"{run_dir} holds no finished run (expected {records.RECORD}, {records.DONE} and {records.MODEL})")
+        raise FileNotFoundError(f"{run_dir} holds no finished run (expected "
+                                f"{records.RECORD}, {records.DONE} and {records.MODEL})")
     if not (run_dir / records.MODEL).exists():
-        raise FileNotFoundError(f"{run_dir} holds a finished record but no weights ({records.MODEL}): weights are not kept in git; "
-                                "train the run again here with overwrite=true to get them")
+        raise FileNotFoundError(f"{run_dir} holds a finished record but no weights ({records.MODEL}): weights are not "
+                                "kept in git; train the run again here with overwrite=true to get them")
     saved = read_model_file(run_dir / records.MODEL)
     model = model_from_file(saved)
-    return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"], saved["input_names"],
-                      saved["output_names"], run_dir)
+    return TrainedRun(state.record, state.record["config"], model, saved["scaling"], saved["gate_estimator"],
+                      saved["input_names"], saved["output_names"], run_dir)
 
 
 def rebuild_dataset(run: TrainedRun):
@@ -179,10 +186,11 @@ def load_finished_run(run_dir):
         return load_run(run_dir)
     except (OSError, ValueError) as e:  # load_run's own messages, naming the file
         raise ConfigError(str(e)) from None
-    except (RuntimeError, KeyError, TypeError, AttributeError) as e:  # a model.pt or record of another shape (another network's weights)
+    # a model.pt or record of another shape (another network's weights)
+    except (RuntimeError, KeyError, TypeError, AttributeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise ConfigError(f"{run_dir}: its record.json and model.pt do not load as a kanx run ({type(e).__name__}: {first}); "
-                          "re-run the run with overwrite=true") from None
+        raise ConfigError(f"{run_dir}: its record.json and model.pt do not load as a kanx run ({type(e).__name__}: "
+                          f"{first}); re-run the run with overwrite=true") from None
 
 
 def formula_of_run(run: TrainedRun, **options):
@@ -193,7 +201,8 @@ def formula_of_run(run: TrainedRun, **options):
     from kanx.symbolic import export
     from kanx.symbolic_fit import DEFAULT_PRIMITIVES, SIMPLICITY, check_options
 
-    check_options(options.get("primitives", DEFAULT_PRIMITIVES), options.get("simplicity", SIMPLICITY), options.get("tolerance"))
+    check_options(options.get("primitives", DEFAULT_PRIMITIVES), options.get("simplicity", SIMPLICITY),
+                  options.get("tolerance"))
     ds = rebuild_dataset(run)
     f = export(run.model, run.scaling, ds.x_train, ds.y_train, ds.x_test, ds.y_test, run.input_names or ds.input_names,
                run.output_names or ds.output_names, run.gate_estimator, **options)

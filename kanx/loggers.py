@@ -80,7 +80,8 @@ def open_logger(cfg: LoggerConfig, run_dirs: Sequence[Path], tags: Sequence[dict
     if cfg.name == "tensorboard":
         return TensorBoardLogger(run_dirs, resume_epoch)
     if cfg.name == "mlflow":
-        return MLflowLogger(run_dirs, tags, cfg.tracking_uri or f"sqlite:///{Path(results_root).resolve() / MLFLOW_DB}", cfg.experiment, resume_epoch)
+        return MLflowLogger(run_dirs, tags, cfg.tracking_uri or f"sqlite:///{Path(results_root).resolve() / MLFLOW_DB}",
+                            cfg.experiment, resume_epoch)
     raise ConfigError(f"logger={cfg.name!r} is not one of: {', '.join(LOGGERS)}")
 
 
@@ -139,7 +140,8 @@ class TensorBoardLogger:
         first = Event(wall_time=time.time(), file_version="brain.Event:2")
         # A resumed run: TensorBoard drops the earlier events from the checkpoint's next epoch on
         # (those a stopped process logged after its last checkpoint), as SummaryWriter(purge_step=).
-        purge = Event(wall_time=time.time(), step=resume_epoch + 1, session_log=SessionLog(status=SessionLog.START)) if resume_epoch else None
+        purge = (Event(wall_time=time.time(), step=resume_epoch + 1, session_log=SessionLog(status=SessionLog.START))
+                 if resume_epoch else None)
         for path in self.paths:
             path.parent.mkdir(parents=True, exist_ok=True)
             if not resume_epoch:  # a fresh start (overwrite=true, a lost checkpoint): the run's earlier events go
@@ -193,7 +195,8 @@ class MLflowLogger:
     hundreds at once); metrics at step = epoch, the member's tags (dataset, condition, beta,
     seed) as params."""
 
-    def __init__(self, run_dirs: Sequence[Path], tags: Sequence[dict], tracking_uri: str, experiment: str, resume_epoch: int = 0):
+    def __init__(self, run_dirs: Sequence[Path], tags: Sequence[dict], tracking_uri: str,
+                 experiment: str, resume_epoch: int = 0):
         mlflow = _extra("mlflow", "mlflow")
         self.client = mlflow.tracking.MlflowClient(tracking_uri)
         self._metric = mlflow.entities.Metric
@@ -202,7 +205,8 @@ class MLflowLogger:
         self.run_ids = []
         for run_dir, member in zip(run_dirs, tags, strict=True):
             key = str(Path(run_dir).resolve())
-            earlier = resume_epoch and self.client.search_runs([experiment_id], filter_string=f"tags.`{RUN_DIR_TAG}` = '{key}'",
+            earlier = resume_epoch and self.client.search_runs([experiment_id],
+                                                               filter_string=f"tags.`{RUN_DIR_TAG}` = '{key}'",
                                                                order_by=["attributes.start_time DESC"], max_results=1)
             if earlier:  # a resumed run continues its MLflow run (a fresh start makes a new one)
                 run_id = earlier[0].info.run_id
@@ -218,7 +222,8 @@ class MLflowLogger:
         now = int(time.time() * 1000)
         for run_id, row in zip(self.run_ids, rows, strict=True):
             step = int(row["epoch"])
-            self.client.log_batch(run_id, metrics=[self._metric(k, float(v), now, step) for k, v in row.items() if k != "epoch"])
+            self.client.log_batch(run_id, metrics=[self._metric(k, float(v), now, step)
+                                                   for k, v in row.items() if k != "epoch"])
 
     def flush(self) -> None:
         pass  # log_batch is synchronous

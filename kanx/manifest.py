@@ -109,16 +109,18 @@ def _add(folder: Path, jobs: list) -> Path | None:
     if all(runs.get(name) == entry for name, entry in new.items()):
         return None  # nothing new: keep the file (and its launch list) as it is
     runs.update(new)
-    launches = [*(old.get("launches") or []), {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": _command(), "runs": len(new)}]
-    manifest = {"format": FORMAT, "runs": dict(sorted(runs.items())), "protocol": _protocol(jobs[0]), "launches": launches[-KEEP_LAUNCHES:]}
+    launches = [*(old.get("launches") or []), {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                               "command": _command(), "runs": len(new)}]
+    manifest = {"format": FORMAT, "runs": dict(sorted(runs.items())), "protocol": _protocol(jobs[0]),
+                "launches": launches[-KEEP_LAUNCHES:]}
     path = folder / MANIFEST
     atomic_write_bytes(path, (json.dumps(manifest, indent=1) + "\n").encode())
     return path
 
 
 def _entry(job) -> dict:
-    return {"beta": job.run.beta, "seed": job.run.seed, "dataset": job.run.data.name, "condition": job.run.condition.name,
-            "config_hash": job.config_hash}
+    return {"beta": job.run.beta, "seed": job.run.seed, "dataset": job.run.data.name,
+            "condition": job.run.condition.name, "config_hash": job.config_hash}
 
 
 def _protocol(job) -> dict:

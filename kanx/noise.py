@@ -79,7 +79,8 @@ def at_epoch(member_streams: tuple[torch.Tensor, torch.Tensor], epoch) -> tuple[
     return mix32(a ^ epoch), mix32(b ^ epoch)
 
 
-def prefixes(epoch_streams: tuple[torch.Tensor, torch.Tensor], word, member_shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+def prefixes(epoch_streams: tuple[torch.Tensor, torch.Tensor], word,
+             member_shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """The two chains of a counter up to the index: the epoch's streams (the member axis viewed
     as ``member_shape``) mixed with a ``word`` (step and purpose, broadcastable), one value per
     member and word (few). _finish combines them with every index into 32 random bits; two
@@ -114,7 +115,8 @@ def order_images(epoch_streams: tuple[torch.Tensor, torch.Tensor], n: int, kerne
     round, a gather and an xor per element (``kernel``: _feistel, or its compiled twin)."""
     a = epoch_streams[0]
     M, h = a.shape[0], max(1, (max(n - 1, 1).bit_length() + 1) // 2)
-    rounds = (torch.arange(ORDER_ROUNDS, device=a.device).view(-1, 1, 1) << 2) | ORDER  # round r as the step: one word each
+    # round r as the step: one word each
+    rounds = (torch.arange(ORDER_ROUNDS, device=a.device).view(-1, 1, 1) << 2) | ORDER
     round_a, round_b = prefixes(epoch_streams, rounds, (1, M, 1))
     return (kernel or _feistel)(round_a, round_b, h)
 
@@ -141,23 +143,26 @@ def compact(images: torch.Tensor, n: int) -> torch.Tensor:
     return out.scatter_(1, slot, images)[:, :n]
 
 
-def noise(epoch_streams: tuple[torch.Tensor, torch.Tensor], purpose: int, n_steps: int, own_index: torch.Tensor, kernel=None) -> torch.Tensor:
+def noise(epoch_streams: tuple[torch.Tensor, torch.Tensor], purpose: int, n_steps: int, own_index: torch.Tensor,
+          kernel=None) -> torch.Tensor:
     """(n_steps, M, width) float32 uniforms for an epoch's steps: member m's value in slot s
     is the draw of its own index ``own_index[m, s]`` (in its own condition's layout), or 1/2
     where ``own_index`` is -1 (a slot of the pack's layout the member lacks). ``kernel``: the
     chains and the per-element part, _uniforms or its compiled twin."""
-    words = (torch.arange(n_steps, device=own_index.device).view(n_steps, 1, 1) << 2) | purpose  # step and purpose in one word
+    # step and purpose in one word
+    words = (torch.arange(n_steps, device=own_index.device).view(n_steps, 1, 1) << 2) | purpose
     return (kernel or _uniforms)(epoch_streams[0], epoch_streams[1], words, own_index.unsqueeze(0))
 
 
-def _uniforms(stream_a: torch.Tensor, stream_b: torch.Tensor, words: torch.Tensor, own_index: torch.Tensor) -> torch.Tensor:
+def _uniforms(stream_a: torch.Tensor, stream_b: torch.Tensor, words: torch.Tensor,
+              own_index: torch.Tensor) -> torch.Tensor:
     a, b = prefixes((stream_a, stream_b), words, (1, stream_a.shape[0], 1))
     u = to_uniform(_finish(a, b, own_index.clamp(min=0)))
     return torch.where(own_index >= 0, u, 0.5)
 
 
-def epoch_draws(member_streams: tuple[torch.Tensor, torch.Tensor], epoch, n: int, n_batches: int, slots: dict[int, torch.Tensor],
-                compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def epoch_draws(member_streams: tuple[torch.Tensor, torch.Tensor], epoch, n: int, n_batches: int,
+                slots: dict[int, torch.Tensor], compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Every member's minibatch order (M, n) and noise (n_batches, M, sum of the slots' widths)
     for an epoch: ``slots`` maps each purpose to the members' own indices (noise).
 
@@ -166,5 +171,7 @@ def epoch_draws(member_streams: tuple[torch.Tensor, torch.Tensor], epoch, n: int
     parts stay eager. The same integers, so the same draws. For a CPU pack that trains with the
     compiled basis; a GPU's draws run inside the epoch's CUDA graph instead."""
     at = at_epoch(member_streams, epoch)
-    feistel, uniforms = (static(_feistel, fullgraph=True), static(_uniforms, fullgraph=True)) if compiled else (_feistel, _uniforms)
-    return orders(at, n, feistel), torch.cat([noise(at, purpose, n_batches, own, uniforms) for purpose, own in slots.items()], dim=-1)
+    feistel, uniforms = ((static(_feistel, fullgraph=True), static(_uniforms, fullgraph=True)) if compiled
+                         else (_feistel, _uniforms))
+    return orders(at, n, feistel), torch.cat([noise(at, purpose, n_batches, own, uniforms)
+                                              for purpose, own in slots.items()], dim=-1)

@@ -16,7 +16,8 @@ import torch
 from kanx.compiling import static
 
 
-def _update(params, grads, m, v, b1: float, b2: float, eps: float, step_size: torch.Tensor, bias2_sqrt: torch.Tensor) -> None:
+def _update(params, grads, m, v, b1: float, b2: float, eps: float, step_size: torch.Tensor,
+            bias2_sqrt: torch.Tensor) -> None:
     """Adam's update of every parameter, written per tensor so that torch.compile makes one pass
     over (p, g, m, v) of each instead of the seven foreach passes of ``Adam.step``."""
     for p, g, m_, v_ in zip(params, grads, m, v, strict=True):
@@ -33,7 +34,8 @@ class Adam:
     same operations, rounded as inductor's kernels round them (to about 1e-7 of the eager form);
     on a CPU the seven foreach passes were about 6% of a packed Concrete EFX step."""
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, fused: bool = False):
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float = 1e-3, betas=(0.9, 0.999),
+                 eps: float = 1e-8, fused: bool = False):
         self.param_groups = [{"params": list(params), "lr": lr, "betas": betas, "eps": eps}]
         self.state: dict = {}
         self.fused = fused
@@ -58,7 +60,8 @@ class Adam:
             return
         for p in params:
             if p not in self.state:
-                self.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+                self.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                                 "exp_avg_sq": torch.zeros_like(p)}
         states = [self.state[p] for p in params]
         grads = [p.grad for p in params]
         m, v = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
@@ -69,7 +72,8 @@ class Adam:
             # 0-d float32 tensors, not Python floats: a float argument would recompile every step
             # (the eager ops round their Python scalars to float32 alike)
             step_size = torch.tensor(lr / (1 - b1**t), dtype=torch.float32)
-            static(_update)(params, grads, m, v, b1, b2, eps, step_size, torch.tensor(math.sqrt(1 - b2**t), dtype=torch.float32))
+            static(_update)(params, grads, m, v, b1, b2, eps, step_size,
+                            torch.tensor(math.sqrt(1 - b2**t), dtype=torch.float32))
             return
         torch._foreach_lerp_(m, grads, 1 - b1)
         torch._foreach_mul_(v, b2)

@@ -103,7 +103,8 @@ def sweeps_jobs(datasets: Sequence[str] = PAPER_DATASETS, conditions: Sequence[s
     by dataset: by default the paper's, as `make reproduce-tables` runs them (vocab.PAPER_DATASETS
     and PAPER_CONDITIONS, the betas and seeds of conf/). ``overrides``: for every sweep, or a
     function giving a dataset's."""
-    return [job for d in datasets for c in conditions for job in sweep_jobs(d, c, overrides(d) if callable(overrides) else overrides)]
+    return [job for d in datasets for c in conditions
+            for job in sweep_jobs(d, c, overrides(d) if callable(overrides) else overrides)]
 
 
 def one_pack(datasets: Sequence[str], conditions: Sequence[str], overrides: Sequence[str] = ()) -> list:
@@ -142,8 +143,8 @@ def _resolve_in(cfg, template: str) -> str:
     return value
 
 
-def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP, pack_size: int | None = None, workers: int = 1,
-             plan_dir: Path | None = None) -> int:
+def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP, pack_size: int | None = None,
+             workers: int = 1, plan_dir: Path | None = None) -> int:
     """Check every job, skip finished ones, cut packs across all of them and train them,
     in this process (workers = 1) or in ``workers`` processes of one thread each. Returns
     the number of packs that failed (their runs hold `failed` records)."""
@@ -151,8 +152,8 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP,
 
     plan = launch(configs, group, pack_size)  # the manifests before any training: kanx.status counts what was launched
     jobs, todo, packs = plan.jobs, plan.todo, plan.packs
-    print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} pack(s) "
-          f"(group={group_label(group, todo)})", flush=True)
+    print(f"plan: {len(jobs)} runs, {len(jobs) - len(todo)} already recorded; {len(todo)} to train in {len(packs)} "
+          f"pack(s) (group={group_label(group, todo)})", flush=True)
     if not packs:
         return 0
     if workers <= 1:
@@ -166,7 +167,8 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP,
     procs = []
     for w, mine in enumerate(assign(packs, workers)):
         path = plan_dir / f"plan-worker{w}.json"
-        path.write_text(json.dumps([[{"config": j.container, "run_dir": str(j.run_dir)} for j in pack] for pack in mine]))
+        path.write_text(json.dumps([[{"config": j.container, "run_dir": str(j.run_dir)} for j in pack]
+                                    for pack in mine]))
         env = os.environ | {"OMP_NUM_THREADS": "1"}
         procs.append(subprocess.Popen([sys.executable, "-m", "kanx.plan", str(path)], env=env))
 
@@ -181,7 +183,8 @@ def run_plan(configs: Sequence[tuple[object, Path]], group: str = DEFAULT_GROUP,
         signal.signal(sig, forward)
     codes = [p.wait() for p in procs]
     if stopped:  # not a failure: the packs are checkpointed, a re-run resumes them
-        print(f"plan: stopped by {signal.Signals(stopped[0]).name}; the workers checkpointed their packs; re-run to resume", file=sys.stderr, flush=True)
+        print(f"plan: stopped by {signal.Signals(stopped[0]).name}; the workers "
+              "checkpointed their packs; re-run to resume", file=sys.stderr, flush=True)
         raise SystemExit(128 + stopped[0])
     return sum(code != 0 for code in codes)
 
@@ -193,7 +196,8 @@ def _train_and_report(train_pack, pack, prefix: str, checkpointer: Checkpointer)
     train_pack(pack, checkpointer)
     states = [records.read_state(j.run_dir) for j in pack]
     failed = sum(s.record is not None and s.record.get("status") == "failed" for s in states)
-    names = f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: {','.join(dict.fromkeys(j.run.condition.name for j in pack))}"
+    names = (f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: "
+             f"{','.join(dict.fromkeys(j.run.condition.name for j in pack))}")
     print(f"{prefix} pack of {len(pack)} ({names}) finished in {(time.perf_counter() - start) / 60:.1f} min"
           + (f"; {failed} failed" if failed else ""), flush=True)
     return int(failed > 0)

@@ -19,7 +19,13 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from kanx.atomic import _UMASK, atomic_write_bytes, atomic_write_together, cannot_write, remove_half_written  # noqa: F401  (the writer's names)
+from kanx.atomic import (  # noqa: F401  (the writer's names)
+    _UMASK,
+    atomic_write_bytes,
+    atomic_write_together,
+    cannot_write,
+    remove_half_written,
+)
 from kanx.hashing import sha256_of  # noqa: F401  (the writer's names)
 from kanx.locks import (  # noqa: F401  (re-exported)
     LOCK_REFRESH_S,
@@ -41,7 +47,18 @@ from kanx.sealing import (  # noqa: F401  (re-exported)
     seal,
     unsealed,
 )
-from kanx.vocab import CHECKPOINT, CURVES, DONE, LOCK, METRICS, METRICS_GZ, MODEL, RECORD, SCHEMA_VERSION, STATUSES  # noqa: F401  (the writer's names)
+from kanx.vocab import (  # noqa: F401  (the writer's names)
+    CHECKPOINT,
+    CURVES,
+    DONE,
+    LOCK,
+    METRICS,
+    METRICS_GZ,
+    MODEL,
+    RECORD,
+    SCHEMA_VERSION,
+    STATUSES,
+)
 
 
 def seal_legacy(root: Path) -> tuple[list[Path], list[Path]]:
@@ -84,8 +101,10 @@ def main(argv=None) -> int:
         p.error(f"root {a.root} is not a folder")
     if a.command == "compress-curves":
         converted, left, unchecked = compress_curves(a.root)
-        print(f"compressed the training curves of {len(converted)} finished run(s) under {a.root} (metrics.csv -> {METRICS_GZ})"
-              + (f", {len(unchecked)} of them unchecked as before (their done marker predates curve checksums)" if unchecked else "")
+        print(f"compressed the training curves of {len(converted)} finished "
+              f"run(s) under {a.root} (metrics.csv -> {METRICS_GZ})"
+              + (f", {len(unchecked)} of them unchecked as before (their done marker predates curve checksums)"
+                 if unchecked else "")
               + (f"; left {len(left)} whose done marker does not vouch for them:" if left else ""))
         for run_dir, why in left:
             print(f"  {run_dir}: {why}")
@@ -104,8 +123,8 @@ def versions() -> dict:
 
     import kanx
 
-    return {"kanx": kanx.__version__, "python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
-            "platform": platform.platform()}
+    return {"kanx": kanx.__version__, "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": numpy.__version__, "platform": platform.platform()}
 
 
 @cache
@@ -120,8 +139,10 @@ def git_commit() -> str | None:
         # whose commit is not kanx's.
         return build_commit(kanx.__version__)
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return build_commit(kanx.__version__)

@@ -12,11 +12,11 @@ sweeps by `--group`: `all` mixes conditions and datasets that share the protocol
 `condition` mixes datasets only, `sweep` keeps one sweep per pack, and `auto` (the default)
 is `all` on a GPU and `condition` on a CPU (kanx.jobs.resolve_group). `--jobs n` trains the
 packs in n worker processes; `--launcher slurm` submits them as one SLURM array, a task per
-pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process. Records already present are skipped, so re-running
-fills holes. `--scale smoke` runs the same pipeline at toy scale (2 epochs, 2 seeds, every
-beta, short rollouts) into its own results folder. `--conditions` takes the paper's eight
-(the default) or any other factor set of E, F, X, N, I (EFXI, EFXN, ...: the studies of
-scripts/studies/).
+pack. With `--launcher basic` each sweep is its own `python -m kanx.train ... -m` process.
+Records already present are skipped, so re-running fills holes. `--scale smoke` runs the
+same pipeline at toy scale (2 epochs, 2 seeds, every beta, short rollouts) into its own
+results folder. `--conditions` takes the paper's eight (the default) or any other factor
+set of E, F, X, N, I (EFXI, EFXN, ...: the studies of scripts/studies/).
 """
 
 from __future__ import annotations
@@ -30,7 +30,16 @@ from pathlib import Path
 
 from kanx.cli import ArgumentParser, at_least, prog
 from kanx.errors import report
-from kanx.vocab import BASELINE, DEFAULT_GROUP, DYNAMICAL, GROUPINGS, PAPER_CONDITIONS, PAPER_DATASETS, condition_name_problem, condition_option
+from kanx.vocab import (
+    BASELINE,
+    DEFAULT_GROUP,
+    DYNAMICAL,
+    GROUPINGS,
+    PAPER_CONDITIONS,
+    PAPER_DATASETS,
+    condition_name_problem,
+    condition_option,
+)
 
 DATASETS = list(PAPER_DATASETS)
 CONDITIONS = list(PAPER_CONDITIONS)
@@ -44,7 +53,8 @@ def smoke_overrides(dataset: str) -> list[str]:
 
 
 def sweep_command(dataset: str, condition: str, scale: str, results: str, launcher: str, extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "kanx.train", f"+condition={condition}", f"dataset={dataset}", f"launcher={launcher}", f"results_root={results}"]
+    cmd = [sys.executable, "-m", "kanx.train", f"+condition={condition}", f"dataset={dataset}", f"launcher={launcher}",
+           f"results_root={results}"]
     if scale == "smoke":
         cmd += smoke_overrides(dataset)
     return cmd + extra + ["-m"]
@@ -71,13 +81,15 @@ def run_packed(a, results: str) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     def overrides(d: str) -> list[str]:
-        return (smoke_overrides(d) if a.scale == "smoke" else []) + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides
+        return ((smoke_overrides(d) if a.scale == "smoke" else [])
+                + [f"results_root={results}", f"launcher={a.launcher}"] + a.overrides)
 
     try:
         configs = sweeps_jobs(a.datasets, a.conditions, overrides)
         if a.launcher == "slurm":
             return submit_to_slurm(configs, a.group, a.pack_size, results)  # auto: per run, from its device
-        failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs, plan_dir=Path(results) / "logs")
+        failed = run_plan(configs, group=a.group, pack_size=a.pack_size, workers=a.jobs,
+                          plan_dir=Path(results) / "logs")
     except ConfigError as e:
         return report("kanx.reproduce", e)
     except StorageError as e:
@@ -121,25 +133,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=at_least(1), default=1,
                    help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
     p.add_argument("--group", choices=GROUPINGS, default=DEFAULT_GROUP,
-                   help="packed launcher: how far packs mix sweeps (default auto: all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
+                   help="packed launcher: how far packs mix sweeps (default auto: "
+                        "all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
     p.add_argument("--pack-size", type=at_least(1), default=None,
                    help="packed launcher: most runs per pack (default: train.pack_size)")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=True,
-                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a time-boxed job on an offline GPU node)")
-    p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. hydra.launcher.partition=gpu)")
+                   help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a "
+                        "time-boxed job on an offline GPU node)")
+    p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. "
+                                                "hydra.launcher.partition=gpu)")
     a = p.parse_intermixed_args(argv)  # options may follow the overrides
     for d in a.datasets:
         if d not in DATASETS + ["sin_xy2"]:
             p.error(f"dataset {d!r} is not one of: {', '.join(DATASETS)}")
-    names = [BASELINE if c.lower() == BASELINE.lower() else c.upper() for c in a.conditions]  # baseline, efx: case aside
+    # baseline, efx: case aside
+    names = [BASELINE if c.lower() == BASELINE.lower() else c.upper() for c in a.conditions]
     for name in names:  # the paper's eight or any other factor set (EFXI, EN, ...)
         if condition_name_problem(name):
             p.error(f"--conditions: {condition_name_problem(name)}")
     a.conditions = [condition_option(name) for name in names]  # the config group's name
     results = a.results or ("outputs/smoke" if a.scale == "smoke" else "outputs/paper")
 
-    commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides) for d in a.datasets for c in a.conditions]
+    commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides)
+                for d in a.datasets for c in a.conditions]
     for cmd in commands:
         print("+", " ".join(cmd[1:]), flush=True)
     if a.launcher in ("packed", "slurm") and not a.dry_run:
@@ -153,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         # Several sweeps at once pay off at toy scale, where process start-up dominates.
         env = os.environ | ({"OMP_NUM_THREADS": "1"} if a.jobs > 1 else {})
         with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-            codes = list(pool.map(lambda cmd: run_sweep(cmd, env, Path(results) / "logs" if a.jobs > 1 else None), commands))
+            codes = list(pool.map(lambda cmd: run_sweep(cmd, env, Path(results) / "logs" if a.jobs > 1 else None),
+                                  commands))
         failed = [" ".join(cmd[3:5]) for cmd, rc in zip(commands, codes, strict=True) if rc != 0]
         if failed:
             logs = f" (logs: {Path(results) / 'logs'})" if a.jobs > 1 else ""

@@ -85,7 +85,8 @@ class Sweep:
     runs: list[Run]
     expected_from: str  # "manifest" (what was launched) or "runs on disk" (a folder without one)
     eta_s: float | None = None
-    pack_eta_s: dict = field(default_factory=dict, repr=False)  # pack id -> seconds left, for runs whose checkpoints name their pack
+    # pack id -> seconds left, for runs whose checkpoints name their pack
+    pack_eta_s: dict = field(default_factory=dict, repr=False)
     other_eta_s: float | None = field(default=None, repr=False)  # seconds left for the rest of its runs
     counts: dict = field(default_factory=dict)
     records: list = field(default_factory=list, repr=False)  # the finished runs' records
@@ -161,13 +162,15 @@ def find_sweeps(root: Path) -> dict[Path, list[Path]]:
 # ---------------------------------------------------------------------------- ETA
 
 
-def _protocol(records: list[dict], runs: Iterable[Run] = (), manifest: dict | None = None) -> tuple[int, int, int] | None:
+def _protocol(records: list[dict], runs: Iterable[Run] = (),
+              manifest: dict | None = None) -> tuple[int, int, int] | None:
     """(epochs, batches per epoch, pack size) from a record's config, else from the manifest,
     else from a checkpoint's pack facts."""
     for record in records:
         train = (record.get("config") or {}).get("train") or {}
         try:
-            return int(train["epochs"]), math.ceil(int(record["n_train"]) / int(train["batch_size"])), int(train["pack_size"])
+            return (int(train["epochs"]), math.ceil(int(record["n_train"]) / int(train["batch_size"])),
+                    int(train["pack_size"]))
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue
     try:
@@ -218,8 +221,8 @@ def collect(root: str | Path) -> list[Sweep]:
         on_disk = {(r.beta, r.seed) for r in runs}
         runs += [Run(b, s, "missing") for b, s in sorted(expected - on_disk)]
         runs.sort(key=lambda r: (r.beta, r.seed))
-        found.append(Sweep(rel, dataset, condition, sweep_dir.name, runs, "manifest" if expected else "runs on disk", records=records,
-                           manifest=manifest))
+        found.append(Sweep(rel, dataset, condition, sweep_dir.name, runs, "manifest" if expected else "runs on disk",
+                           records=records, manifest=manifest))
 
     for sweep in found:
         estimate(sweep, found, _protocol(sweep.records, sweep.runs, sweep.manifest))
@@ -240,7 +243,8 @@ def _checkpointed(runs: list[Run], state: str) -> str:
 
 def format_table(sweeps: list[Sweep]) -> str:
     total = {k: sum(s.counts[k] for s in sweeps) for k in STATES}
-    shown = [k for k in STATES if k not in RARE or total[k]]  # a corrupt record or bad checkpoint must not hide in "missing"
+    # a corrupt record or bad checkpoint must not hide in "missing"
+    shown = [k for k in STATES if k not in RARE or total[k]]
     header = ["sweep", "expected", *shown, "ETA", "expected from"]
     rows = []
     for s in sweeps:
@@ -250,20 +254,23 @@ def format_table(sweeps: list[Sweep]) -> str:
     unknown = sum(s.eta_s is None for s in sweeps)
     rows.append(["all", str(sum(len(s.runs) for s in sweeps)), *(str(total[k]) for k in shown), duration(eta), ""])
     notes = ["running / checkpointed: n@epoch (the epochs their checkpoints hold)",
-             "ETA: the runs left (failed ones are retried) at the recorded pack step rate (or, before any record, the running process's own), "
-             "sweeps one after another; a pack shared by several sweeps (mixed packs) counts once in the total"]
+             "ETA: the runs left (failed ones are retried) at the recorded pack step rate "
+             "(or, before any record, the running process's own), sweeps one after another; "
+             "a pack shared by several sweeps (mixed packs) counts once in the total"]
     if total["corrupt"] or total["bad checkpoint"]:
         notes.append("corrupt: a record not trusted (unreadable, or changed since its done marker), trained again; "
                      "bad checkpoint: one that cannot be loaded, the run starts again (--runs says why)")
     unlisted = sum(s.expected_from == "runs on disk" for s in sweeps)
     if unlisted:
-        notes.append(f"runs on disk: {unlisted} of {len(sweeps)} sweeps have no manifest.json kanx can read (launched before kanx listed "
-                     "its launches, or damaged): nothing says what was launched there, so they expect only the run folders on disk")
+        notes.append(f"runs on disk: {unlisted} of {len(sweeps)} sweeps have no manifest.json kanx can read (launched "
+                     "before kanx listed its launches, or damaged): nothing says what was launched there, so they "
+                     "expect only the run folders on disk")
     if unknown:
-        notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet (timing.steps_per_s) "
-                     "nor a running process whose checkpoints say its pace")
+        notes.append(f"?: {unknown} sweep{'s' * (unknown > 1)} with runs left but no record with a step rate yet "
+                     "(timing.steps_per_s) nor a running process whose checkpoints say its pace")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "  ".join(v.ljust(w) if i in (0, len(header) - 1) else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()  # noqa: E731
+    line = lambda r: "  ".join(v.ljust(w) if i in (0, len(header) - 1) else v.rjust(w)  # noqa: E731
+                               for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
     return "\n".join([line(header), *(line(r) for r in rows[:-1]), "-" * len(line(header)), line(rows[-1]), "", *notes])
 
 
@@ -306,7 +313,8 @@ def main(argv=None) -> int:
     if args.json:
         out = [{"sweep": s.path, "dataset": s.dataset, "condition": s.condition, "tag": s.tag, "expected": len(s.runs),
                 "expected_from": s.expected_from, **s.counts, "eta_s": s.eta_s,
-                "runs": [{"beta": r.beta, "seed": r.seed, "state": r.state, "epoch": r.epoch, "why": r.why} for r in s.runs]} for s in sweeps]
+                "runs": [{"beta": r.beta, "seed": r.seed, "state": r.state, "epoch": r.epoch, "why": r.why}
+                         for r in s.runs]} for s in sweeps]
         print(json.dumps(out, indent=1))
         return 0
     print(format_table(sweeps))

@@ -122,18 +122,22 @@ def contributing_edges(model: GatedKAN, x_scaled: torch.Tensor, estimator: str =
     edges = []
     for k, stage in enumerate(model.stages):
         h = inputs[k][0].to(torch.float64)
-        grid, coef = cast(torch.Tensor, stage.grid), cast(torch.Tensor, stage.coef)  # a buffer and parameters (mypy sees Module attributes)
+        # a buffer and parameters (mypy sees Module attributes)
+        grid, coef = cast(torch.Tensor, stage.grid), cast(torch.Tensor, stage.coef)
         scale_base, scale_sp = cast(torch.Tensor, stage.scale_base), cast(torch.Tensor, stage.scale_sp)
         for i, o in sorted(zip(*np.nonzero(roles.path[k] | roles.bias[k]), strict=True)):
             i, o = int(i), int(o)
             lo, hi = float(h[:, i].min()), float(h[:, i].max())
             spline = {
-                "gate": float(z[k][0, i, o]), "scale_base": float(scale_base[0, i, o]), "scale_sp": float(scale_sp[0, i, o]),
+                "gate": float(z[k][0, i, o]), "scale_base": float(scale_base[0, i, o]),
+                "scale_sp": float(scale_sp[0, i, o]),
                 "order": K, "knots": grid[0, i].double().tolist(), "coef": coef[0, i, o].double().tolist(),
             }
             xs = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
-            edges.append(Edge(k, i, o, source_node(model, k, i), dest_node(model, k, o), "path" if roles.path[k][i, o] else "bias",
-                              lo, hi, xs, spline_activation(spline, xs), spline, float(spline_activation(spline, h[:, i].numpy()).var())))
+            edges.append(Edge(k, i, o, source_node(model, k, i), dest_node(model, k, o),
+                              "path" if roles.path[k][i, o] else "bias",
+                              lo, hi, xs, spline_activation(spline, xs), spline,
+                              float(spline_activation(spline, h[:, i].numpy()).var())))
     return edges, roles.exit
 
 
@@ -164,13 +168,15 @@ def symbol_names(names: Sequence[str]) -> list[str]:
     return out
 
 
-def compose(edges: Sequence[Edge], symbols: Sequence[sp.Symbol], x_shift, x_scale, y_shift, y_scale, n_out: int, exit_k: int):
+def compose(edges: Sequence[Edge], symbols: Sequence[sp.Symbol], x_shift, x_scale, y_shift, y_scale,
+            n_out: int, exit_k: int):
     """One sympy expression per output, in the raw inputs ``symbols``: inputs scaled as the
     model saw them, edges composed through the sums (forward connections and exit heads are
     just edges whose source or destination says so), the target scaling undone. Numeric edges
     appear as phi_k_i_o(...) functions implemented by their spline."""
     F = sp.Float
-    values: dict[tuple, sp.Expr] = {("x", 0, j): (s - F(float(x_shift[j]))) / F(float(x_scale[j])) for j, s in enumerate(symbols)}
+    values: dict[tuple, sp.Expr] = {("x", 0, j): (s - F(float(x_shift[j]))) / F(float(x_scale[j]))
+                                    for j, s in enumerate(symbols)}
     for e in sorted(edges, key=lambda e: e.stage):
         src = values.get(e.src, sp.Integer(0))
         if e.numeric:
@@ -178,7 +184,8 @@ def compose(edges: Sequence[Edge], symbols: Sequence[sp.Symbol], x_shift, x_scal
         else:
             term = e.fit.sympy(src)
         values[e.dst] = values.get(e.dst, sp.Integer(0)) + term
-    return [values.get(("y", exit_k, p), sp.Integer(0)) * F(float(y_scale[p])) + F(float(y_shift[p])) for p in range(n_out)]
+    return [values.get(("y", exit_k, p), sp.Integer(0)) * F(float(y_scale[p])) + F(float(y_shift[p]))
+            for p in range(n_out)]
 
 
 def _implemented(e: Edge):
@@ -246,18 +253,21 @@ class Formula:
     def edge_table(self) -> list[dict]:
         rows = []
         for e in self.edges:
-            row = {"edge": e.name, "stage": e.stage, "input": e.i, "column": e.o, "src": node_name(e.src, self.input_names),
-                   "dst": node_name(e.dst, self.output_names), "role": e.role, "forward": e.forward, "head": e.dst[0] == "y",
-                   "range": [e.lo, e.hi], "share": e.share}
+            row = {"edge": e.name, "stage": e.stage, "input": e.i, "column": e.o,
+                   "src": node_name(e.src, self.input_names),
+                   "dst": node_name(e.dst, self.output_names), "role": e.role,
+                   "forward": e.forward, "head": e.dst[0] == "y", "range": [e.lo, e.hi], "share": e.share}
             if e.constant:
                 row.update(primitive="constant", r2=None, value=float(e.ys[0]))
             elif e.numeric:
                 row.update(primitive="spline", r2=None, best_fit=e.fit.as_dict())
             else:
-                row.update(primitive=e.fit.primitive, r2=e.fit.r2, fit=e.fit.as_dict(), expression=str(round_floats(e.fit.sympy(sp.Symbol("x")))))
+                row.update(primitive=e.fit.primitive, r2=e.fit.r2, fit=e.fit.as_dict(),
+                           expression=str(round_floats(e.fit.sympy(sp.Symbol("x")))))
             if e.numeric:
                 row["spline"] = e.spline
-                row["table"] = {"x": e.xs[:: max(1, len(e.xs) // 40)].tolist(), "y": e.ys[:: max(1, len(e.ys) // 40)].tolist()}
+                row["table"] = {"x": e.xs[:: max(1, len(e.xs) // 40)].tolist(),
+                                "y": e.ys[:: max(1, len(e.ys) // 40)].tolist()}
             rows.append(row)
         return rows
 
@@ -267,7 +277,8 @@ class Formula:
             "outputs": list(self.output_names),
             "expression": dict(zip(self.output_names, self.printed, strict=True)),
             "expression_full_precision": {n: str(e) for n, e in zip(self.output_names, self.simplified, strict=True)},
-            "latex": {n: sp.latex(round_floats(e, self.digits)) for n, e in zip(self.output_names, self.simplified, strict=True)},
+            "latex": {n: sp.latex(round_floats(e, self.digits))
+                      for n, e in zip(self.output_names, self.simplified, strict=True)},
             "digits": self.digits,
             "metrics": self.metrics, "settings": self.settings, "edges": self.edge_table(),
         }
@@ -278,13 +289,15 @@ class Formula:
         lines.append(f"{'edge':<12} {'from':<10} {'to':<10} {'primitive':<10} {'R^2':>10}  fit")
         for row in self.edge_table():
             r2 = "" if row["r2"] is None else f"{row['r2']:.6f}"
-            fit = f"{row['value']:+.4g}" if row["primitive"] == "constant" else row.get("expression", "spline table (numeric)")
+            fit = (f"{row['value']:+.4g}" if row["primitive"] == "constant"
+                   else row.get("expression", "spline table (numeric)"))
             lines.append(f"{row['edge']:<12} {row['src']:<10} {row['dst']:<10} {row['primitive']:<10} {r2:>10}  {fit}")
         lines += ["", str(self), ""]
         m = self.metrics
         if m.get("test_rmse_network") is not None:
-            lines.append(f"test RMSE  formula {m['test_rmse_formula']:.4g}   printed formula {m['test_rmse_printed']:.4g}   "
-                         f"network {m['test_rmse_network']:.4g}   (ratio {m['rmse_ratio']:.3g})")
+            lines.append(f"test RMSE  formula {m['test_rmse_formula']:.4g}   printed formula "
+                         f"{m['test_rmse_printed']:.4g}   network {m['test_rmse_network']:.4g}   (ratio "
+                         f"{m['rmse_ratio']:.3g})")
         lines.append(f"formula vs network on the training inputs: RMSE {m['fidelity_rmse']:.3g} "
                      f"({m['fidelity_rel']:.3g} of std(y_train))")
         return "\n".join(lines)
@@ -311,8 +324,10 @@ def _names(given: Sequence[str], table, prefix: str, n: int) -> tuple:
 
 @torch.no_grad()
 def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=None, input_names: Sequence[str] = (),
-           output_names: Sequence[str] = (), estimator: str = "threshold", primitives: Sequence[str] = DEFAULT_PRIMITIVES,
-           simplicity: float = SIMPLICITY, tolerance: float | None = None, n: int = N_SAMPLES, full_simplify: bool = False) -> Formula:
+           output_names: Sequence[str] = (), estimator: str = "threshold",
+           primitives: Sequence[str] = DEFAULT_PRIMITIVES,
+           simplicity: float = SIMPLICITY, tolerance: float | None = None, n: int = N_SAMPLES,
+           full_simplify: bool = False) -> Formula:
     """The formula of a single-member model. x_*/y_*: raw units (the scaling maps them as the
     model saw them), positional or pandas DataFrames read by input_names and output_names (a
     DataFrame x_train names the inputs when input_names is not given); y_train sets the
@@ -329,7 +344,8 @@ def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=
     out_var = float(model.predict(xs_train.unsqueeze(0).to(model.alpha.dtype), estimator)[0].double().var(0).mean())
     for e in edges:
         e.share = e.variance / out_var if out_var > 0 else 1.0
-        e.fits = [Fit("constant", 1.0, 0, d=float(e.ys[0]))] if e.constant else fit_curve(e.xs, e.ys, primitives, simplicity, e.share)
+        e.fits = ([Fit("constant", 1.0, 0, d=float(e.ys[0]))] if e.constant
+                  else fit_curve(e.xs, e.ys, primitives, simplicity, e.share))
 
     y_scale = scaling.y_scale.double().reshape(-1).numpy() * np.ones(n_out)
     y_shift = scaling.y_shift.double().reshape(-1).numpy() * np.ones(n_out)
@@ -368,15 +384,18 @@ def export(model: GatedKAN, scaling, x_train, y_train=None, x_test=None, y_test=
     expressions = compose(edges, symbols, x_shift, x_scale, y_shift, y_scale, n_out, exit_k)
     simplified = [simplify(e, full_simplify) for e in expressions]
     formula = Formula(edges, exit_k, symbols, input_names, output_names, expressions, simplified, [], {},
-                      {"primitives": list(primitives), "simplicity": simplicity, "r2_floor": R2_FLOOR, "tolerance": tolerance,
-                       "tolerance_unit": "std(y_train)" if y_train is not None else "target scale", "samples_per_edge": n,
-                       "gate_estimator": estimator,
+                      {"primitives": list(primitives), "simplicity": simplicity,
+                       "r2_floor": R2_FLOOR, "tolerance": tolerance,
+                       "tolerance_unit": "std(y_train)" if y_train is not None else "target scale",
+                       "samples_per_edge": n, "gate_estimator": estimator,
                        "score": "log10(max((1 - R^2) * share, r2_floor)) + simplicity * complexity (least wins); "
                             "share = var(edge over the training inputs) / var(network output)",
                        "complexity": {p: COMPLEXITY[p] for p in primitives}, "sympy_simplify": full_simplify,
-                       "printed_digits": f"least of {SIG_DIGITS}..12 whose expression is within {PRINT_RTOL} std(y_train) RMSE of the full one"})
+                       "printed_digits": f"least of {SIG_DIGITS}..12 whose expression is within {PRINT_RTOL} "
+                                         "std(y_train) RMSE of the full one"})
     full = formula.lambdified("simplified")(x_train.numpy())
-    for digits in range(SIG_DIGITS, 13):  # rounding expanded polynomials can cancel badly: print as many digits as needed
+    # rounding expanded polynomials can cancel badly: print as many digits as needed
+    for digits in range(SIG_DIGITS, 13):
         formula.digits = digits
         if _rmse(formula.lambdified("printed")(x_train.numpy()), full) <= PRINT_RTOL * unit:
             break

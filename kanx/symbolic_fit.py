@@ -47,7 +47,8 @@ DEFAULT_PRIMITIVES = tuple(COMPLEXITY)
 
 
 def _finite_at_least_0(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and float(value) >= 0
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+            and float(value) >= 0)
 
 
 def check_options(primitives: Sequence[str], simplicity: float, tolerance: float | None = None) -> None:
@@ -61,11 +62,12 @@ def check_options(primitives: Sequence[str], simplicity: float, tolerance: float
     if unknown:
         raise ConfigError(f"unknown primitive(s) {unknown}; choose from {', '.join(COMPLEXITY)}")
     if not _finite_at_least_0(simplicity):
-        raise ConfigError(f"simplicity {simplicity!r} is out of range; expected a finite number >= 0, what one unit of complexity "
-                          f"costs in the score (default {SIMPLICITY})")
+        raise ConfigError(f"simplicity {simplicity!r} is out of range; expected a finite number >= 0, what one unit of "
+                          f"complexity costs in the score (default {SIMPLICITY})")
     if tolerance is not None and not _finite_at_least_0(tolerance):
-        raise ConfigError(f"tolerance {tolerance!r} is out of range; expected a finite number >= 0, in units of std(y_train) "
-                          "(e.g. 0.1; 0 keeps every edge a spline), or leave it out to keep every edge symbolic")
+        raise ConfigError(f"tolerance {tolerance!r} is out of range; expected a finite "
+                          "number >= 0, in units of std(y_train) (e.g. 0.1; 0 keeps every "
+                          "edge a spline), or leave it out to keep every edge symbolic")
 
 
 def _recip(v):
@@ -111,7 +113,8 @@ class Fit:
             return np.full_like(x, self.d)
         if self.poly:
             return np.polynomial.polynomial.polyval(x, self.poly)
-        f = _SEARCHED[self.primitive][0] if self.primitive in _SEARCHED else (lambda v: v if self.primitive == "x" else v**2)
+        f = (_SEARCHED[self.primitive][0] if self.primitive in _SEARCHED
+             else (lambda v: v if self.primitive == "x" else v**2))
         with np.errstate(all="ignore"):
             return self.c * f(self.a * x + self.b) + self.d
 
@@ -160,7 +163,8 @@ def _poly_fit(name: str, x: np.ndarray, y: np.ndarray, u, mid: float, half: floa
     syy = float(((y - y.mean()) ** 2).sum())
     r2 = float(np.clip(1.0 - ((y - pred) ** 2).sum() / syy, 0.0, 1.0))
     # u = (x - mid) / half: the same polynomial in x.
-    coef_x = np.polynomial.polynomial.Polynomial(coef_u)(np.polynomial.polynomial.Polynomial([-mid / half, 1.0 / half])).coef
+    coef_x = np.polynomial.polynomial.Polynomial(coef_u)(
+        np.polynomial.polynomial.Polynomial([-mid / half, 1.0 / half])).coef
     coef_x = np.pad(coef_x, (0, deg + 1 - len(coef_x)))
     if name == "x":
         return Fit(name, r2, COMPLEXITY[name], a=1.0, b=0.0, c=float(coef_x[1]), d=float(coef_x[0]))
@@ -209,7 +213,8 @@ def _search_fit(name: str, x: np.ndarray, y: np.ndarray, u: np.ndarray, mid: flo
     best: tuple[float, tuple[float, float, float, float, float] | None] = (-1.0, None)
     LA, U0 = (g.ravel() for g in np.meshgrid(log_alpha, u0, indexing="ij"))
     step = np.array([0.0 if scale_free else log_alpha[1] - log_alpha[0], 0.0 if len(u0) == 1 else u0[1] - u0[0]])
-    offsets = np.stack(np.meshgrid(np.linspace(-1, 1, 7), np.linspace(-1, 1, 7), indexing="ij"), -1).reshape(-1, 2)  # (49, 2)
+    # (49, 2)
+    offsets = np.stack(np.meshgrid(np.linspace(-1, 1, 7), np.linspace(-1, 1, 7), indexing="ij"), -1).reshape(-1, 2)
     for sign in (1.0, -1.0):
         r2, _, _ = evaluate(sign, LA, U0, every=max(1, len(u) // 50))  # coarse: on ~50 of the samples
         top = np.argsort(-r2)[:4]
@@ -235,7 +240,8 @@ def _search_fit(name: str, x: np.ndarray, y: np.ndarray, u: np.ndarray, mid: flo
     return Fit(name, float(r2), COMPLEXITY[name], a=a, b=b, c=c, d=d)
 
 
-def _polish(name: str, u: np.ndarray, y: np.ndarray, r2: float, alpha: float, beta: float, c: float, d: float, steps: int = 30):
+def _polish(name: str, u: np.ndarray, y: np.ndarray, r2: float, alpha: float, beta: float, c: float,
+            d: float, steps: int = 30):
     """Levenberg-Marquardt on (alpha, beta, c, d) of c f(alpha u + beta) + d from the grid's
     best point (the grid leaves flat ridges, e.g. sin over a fraction of a period, where alpha
     and c trade off); derivatives in alpha, beta by central differences. Keeps the start if
@@ -288,7 +294,8 @@ def _polish(name: str, u: np.ndarray, y: np.ndarray, r2: float, alpha: float, be
     return r2, alpha, beta, c, d
 
 
-def fit_curve(x, y, primitives: Sequence[str] = DEFAULT_PRIMITIVES, simplicity: float = SIMPLICITY, weight: float = 1.0) -> list[Fit]:
+def fit_curve(x, y, primitives: Sequence[str] = DEFAULT_PRIMITIVES, simplicity: float = SIMPLICITY,
+              weight: float = 1.0) -> list[Fit]:
     """Fit samples y(x) by every primitive under an affine map, c f(a x + b) + d; the fits
     sorted by score (best first),
 

@@ -4,10 +4,11 @@
     python -m kanx.train +condition=EFX dataset=concrete -m  # 7 betas x 10 seeds, packed
     kanx-train +condition=EFX dataset=concrete -m            # the same, as the installed console script
 
-Hydra composes conf/config.yaml (kanx.confdir: the checkout's conf/, or the installed kanx.conf), the dataset (the paper's hyperparameters) and the
-condition; `-m` sweeps hydra.sweeper.params (beta list, seeds 0-9) through the launcher
-(`launcher=packed` by default, `basic`, or `slurm`). This module only converts config and
-hands the jobs to kanx.runner; everything else is plain functions.
+Hydra composes conf/config.yaml (kanx.confdir: the checkout's conf/, or the installed
+kanx.conf), the dataset (the paper's hyperparameters) and the condition; `-m` sweeps
+hydra.sweeper.params (beta list, seeds 0-9) through the launcher (`launcher=packed` by
+default, `basic`, or `slurm`). This module only converts config and hands the jobs to
+kanx.runner; everything else is plain functions.
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ def grid_update_epochs(train: TrainConfig, condition: Condition) -> frozenset[in
         starts.append(train.fc_warmup)
     if warmup_applies(condition, train.warmup_for):
         starts.append(train.warmup)
-    return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count) if s + i * train.grid_update_every < train.epochs)
+    return frozenset(s + i * train.grid_update_every for s in starts for i in range(train.grid_update_count)
+                     if s + i * train.grid_update_every < train.epochs)
 
 
 def describe_device(device: torch.device) -> str:
@@ -117,11 +118,13 @@ class Trainer:
     """The trainer of a pack: M runs trained together. Parameters, data and noise all carry
     the member axis."""
 
-    def __init__(self, runs: Sequence[RunConfig], x_train: torch.Tensor, y_train: torch.Tensor, n_train: int, device: torch.device):
+    def __init__(self, runs: Sequence[RunConfig], x_train: torch.Tensor, y_train: torch.Tensor,
+                 n_train: int, device: torch.device):
         """x_train (M, N, n_0), y_train (M, N, n_L): each member's training data, already
         scaled for the model."""
         first = runs[0]
-        assert all(r.pack_key() == first.pack_key() for r in runs), "a pack holds runs that share the training protocol (RunConfig.pack_key)"
+        assert all(r.pack_key() == first.pack_key() for r in runs), (
+            "a pack holds runs that share the training protocol (RunConfig.pack_key)")
         self.runs, self.train_cfg = list(runs), first.train
         self.conditions = [r.condition for r in runs]
         self.device, self.M = device, len(runs)
@@ -135,13 +138,15 @@ class Trainer:
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
-        self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile and device.type == "cpu")
+        self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile
+                              and device.type == "cpu")
         self.streams = noise.streams(noise.member_keys(seeds).to(device))
         self.alive = torch.ones(self.M, dtype=torch.bool)
         self.grid_epochs = member_grid_updates(self.train_cfg, self.conditions)
         self.epoch_graph: EpochGraph | None = None  # with train.cuda_graph
         self.epoch = 0  # the next epoch to run
-        self.last_state: dict | None = None  # full_state() at the last epoch boundary train() passed: what a signal checkpoints
+        # full_state() at the last epoch boundary train() passed: what a signal checkpoints
+        self.last_state: dict | None = None
         self.steps = 0
         self.train_seconds = 0.0
         self.resumed_train_seconds = 0.0  # train_seconds the checkpoints held: what earlier processes trained
@@ -149,7 +154,8 @@ class Trainer:
     # ---------------------------------------------------------------- one epoch
     @property
     def batches_per_epoch(self) -> int:
-        """Optimizer steps per epoch: minibatches of train.batch_size over the n_train samples (the last one partial)."""
+        """Optimizer steps per epoch: minibatches of train.batch_size over the n_train samples
+        (the last one partial)."""
         return math.ceil(self.x.shape[1] / self.train_cfg.batch_size)
 
     def betas_at(self, epoch: int) -> list[float]:
@@ -174,7 +180,8 @@ class Trainer:
         [egate noise | exit noise], each member's draws at its own indices), as tensor
         operations on the pack's device (``epoch`` may be a device tensor: a CUDA graph's counter)."""
         compiled = self.train_cfg.compile and self.device.type == "cpu"  # on a GPU they run in the epoch's graph
-        return noise.epoch_draws(self.streams, epoch, self.x.shape[1], n_batches, self.model.members.noise_slots(), compiled)
+        return noise.epoch_draws(self.streams, epoch, self.x.shape[1], n_batches, self.model.members.noise_slots(),
+                                 compiled)
 
     def shuffled(self, perm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's training data (M, N, n_0), (M, N, n_L) in its epoch order ``perm`` (M, N)."""
@@ -310,7 +317,8 @@ class Trainer:
                     p.grad[dead] = 0.0
 
     # ---------------------------------------------------------------- train / evaluate
-    def train(self, on_epoch: Callable[[Trainer, Progress], None] | None = None, host_every: Sequence[int] = ()) -> None:
+    def train(self, on_epoch: Callable[[Trainer, Progress], None] | None = None,
+              host_every: Sequence[int] = ()) -> None:
         """Train to the end, calling ``on_epoch`` after every epoch with ``self.epoch`` the
         epochs finished. With train.cuda_graph the epochs run in chunks, and the model is the
         one of a chunk's end: ``host_every`` (epochs) are the caller's cadences at which it
@@ -319,7 +327,8 @@ class Trainer:
         start = time.perf_counter() - self.train_seconds
         while self.epoch < self.train_cfg.epochs:
             if self.train_cfg.cuda_graph:
-                progresses = self.run_epochs(min((self.epoch // k + 1) * k for k in (*host_every, MAX_CHUNK) if k) - self.epoch)
+                progresses = self.run_epochs(
+                    min((self.epoch // k + 1) * k for k in (*host_every, MAX_CHUNK) if k) - self.epoch)
             else:
                 progresses = [self.run_epoch()]
             self.train_seconds = time.perf_counter() - start

@@ -68,7 +68,8 @@ def tolerance(recomputed: float, scale: float) -> float:
 
 def scaled_difference(recorded, recomputed, scale: float) -> float | None:
     """|recorded - recomputed| as a fraction of the tolerance, for two finite numbers, else None."""
-    if _nonfinite(recorded) or _nonfinite(recomputed) or not isinstance(recomputed, float) or isinstance(recorded, bool):
+    if (_nonfinite(recorded) or _nonfinite(recomputed) or not isinstance(recomputed, float)
+        or isinstance(recorded, bool)):
         return None
     if not isinstance(recorded, int | float) or tolerance(recomputed, scale) == 0:
         return None
@@ -104,8 +105,10 @@ def consistency(recorded: float, draws, scale: float = 0.0) -> tuple[str, float]
     return (CONSISTENT if abs(z) <= CONSISTENT_Z else DIFFERS), z
 
 
-def judge(recorded: Mapping[str, Any], recomputed: Mapping[str, Any], ensemble: Callable[[], Mapping[str, object]] | None = None,
-          chaotic: Callable[[str], str | None] = lambda name: None, scale: float = 0.0) -> tuple[list[Verdict], list[str]]:
+def judge(recorded: Mapping[str, Any], recomputed: Mapping[str, Any],
+          ensemble: Callable[[], Mapping[str, object]] | None = None,
+          chaotic: Callable[[str], str | None] = lambda name: None,
+          scale: float = 0.0) -> tuple[list[Verdict], list[str]]:
     """Every recomputed metric against the record: the verdicts and the names the record lacks.
     ``chaotic(name)`` names the rollout plan (a key of ``ensemble()``) of a metric that a rollout
     computes, or None; ``ensemble()`` (called at most once, only when a rollout metric is neither

@@ -130,7 +130,8 @@ def unregister_factor(letter: str) -> None:
 
 def _factor_problem(factor: Factor) -> str | None:
     if len(factor.letter) != 1 or not factor.letter.isupper() or factor.letter in FACTOR_REGISTRY:
-        return f"factor letter {factor.letter!r} must be a capital letter that no factor has (taken: {factor_letters()})"
+        return (f"factor letter {factor.letter!r} must be a capital "
+                f"letter that no factor has (taken: {factor_letters()})")
     if not factor.field.isidentifier() or factor.field.startswith("_") or hasattr(Condition, factor.field):
         return f"factor field {factor.field!r} must be a new name for Condition's flag, e.g. stage_gates"
     if factor.in_paper:
@@ -172,8 +173,8 @@ def condition_name_problem(name) -> str | None:
     bad = sorted(set(name) - set(letters))
     if bad:
         meanings = ", ".join(f"{f.letter} {f.meaning}" for f in FACTOR_REGISTRY.values())
-        return (f"condition {name!r} has unknown factor(s) {', '.join(map(repr, bad))}: a condition is {BASELINE} or a set of "
-                f"factors from {letters} ({meanings}), e.g. EFXI")
+        return (f"condition {name!r} has unknown factor(s) {', '.join(map(repr, bad))}: a condition is {BASELINE} or a "
+                f"set of factors from {letters} ({meanings}), e.g. EFXI")
     canonical = "".join(f for f in letters if f in name)
     if name != canonical:
         return f"condition {name!r} must name each factor once, in the order {letters}: {canonical!r}"
@@ -243,7 +244,8 @@ def family_of(dataset: str) -> str:
 
 
 # ---------------------------------------------------------------- runs and records
-RESULTS_ROOT = "outputs"  # results_root's default: records go to <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..
+# results_root's default: records go to <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..
+RESULTS_ROOT = "outputs"
 # Run statuses, in report order. A collapsed model (no contributing edge left) is a real, if
 # constant, predictor with 0 edges and depth 0, so it counts; diverged and failed runs have no
 # trustworthy metrics and stay out of medians and log-ratios.

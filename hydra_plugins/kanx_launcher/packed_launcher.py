@@ -33,7 +33,8 @@ log = logging.getLogger("kanx")
 @dataclass
 class PackedLauncherConf:
     _target_: str = "hydra_plugins.kanx_launcher.packed_launcher.PackedLauncher"
-    pack_size: Optional[int] = None  # noqa: UP045  (OmegaConf structured configs need Optional) None: each job's train.pack_size
+    # (OmegaConf structured configs need Optional) None: each job's train.pack_size
+    pack_size: Optional[int] = None  # noqa: UP045
     # auto: all on a GPU, condition on a CPU | sweep: one (dataset, condition) per pack |
     # condition: mix datasets of one protocol | all: mix conditions too
     group: str = DEFAULT_GROUP
@@ -191,7 +192,8 @@ class PackedLauncher(Launcher):
             raise
         returns = []
         for (cfg, run_dir, overrides), record in zip(jobs, records, strict=True):
-            ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
+            ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir),
+                            task_name="kanx.train")
             ret.status = JobStatus.COMPLETED
             ret.return_value = record
             returns.append(ret)

@@ -54,7 +54,8 @@ JOB_MARKER = ".slurm_job"
 @dataclass
 class SlurmLauncherConf:
     _target_: str = "hydra_plugins.kanx_launcher.slurm_launcher.SlurmLauncher"
-    partition: Optional[str] = None  # noqa: UP045  (OmegaConf structured configs need Optional)  None: the cluster's default
+    # (OmegaConf structured configs need Optional) None: the cluster's default
+    partition: Optional[str] = None  # noqa: UP045
     account: Optional[str] = None  # noqa: UP045
     qos: Optional[str] = None  # noqa: UP045
     timeout_min: int = 60  # time limit of each array task (sbatch --time), minutes
@@ -67,13 +68,17 @@ class SlurmLauncherConf:
     signal_delay_s: int = 120  # USR2 this long before the time limit: checkpoint and requeue
     pack: bool = True  # true: one task per pack; false: one task per run
     pack_size: Optional[int] = None  # noqa: UP045  most runs per pack; None: each job's train.pack_size
-    group: str = DEFAULT_GROUP  # how packs mix the multirun's jobs (kanx.vocab.GROUPINGS): auto (resolved on the submitting machine) | sweep | condition | all
+    # how packs mix the multirun's jobs (kanx.vocab.GROUPINGS): auto (resolved on the submitting machine) | sweep |
+    # condition | all
+    group: str = DEFAULT_GROUP
     wait: bool = True  # false: submit, print the job id and how to collect the results, return
     poll_s: float = 10.0  # seconds between checks while waiting
-    end_settle_s: float = 30.0  # a task without a result counts as ended once out of the queue this long (not being requeued)
+    # a task without a result counts as ended once out of the queue this long (not being requeued)
+    end_settle_s: float = 30.0
     job_name: str = "kanx"
     submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"  # sbatch scripts, pickles and task logs
-    additional_parameters: dict[str, Any] = field(default_factory=dict)  # any other sbatch option, e.g. {constraint: a100}
+    # any other sbatch option, e.g. {constraint: a100}
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="kanx_slurm", node=SlurmLauncherConf, provider="kanx")
@@ -123,8 +128,8 @@ class PackTask:
 
         n = self.checkpointer.save() if self.checkpointer is not None else 0
         log.warning(f"preemption/time-limit signal: saved exact checkpoints of {n} run(s); requeueing" if n
-                    else "preemption/time-limit signal: no pack is mid-training (none started, or it is writing records), "
-                         "nothing new to save; requeueing")
+                    else "preemption/time-limit signal: no pack is mid-training (none started, or it is writing "
+                         "records), nothing new to save; requeueing")
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
     def _invalidate_overwritten(self) -> None:
@@ -208,7 +213,8 @@ def queued_ids() -> Optional[set]:  # noqa: UP045
     """This user's jobs and array tasks in SLURM's queue (pending, running, requeued), one id
     per array task; None where squeue cannot be asked."""
     try:
-        out = subprocess.run(["squeue", "--me", "-h", "-r", "-o", "%i"], capture_output=True, text=True, timeout=120, check=True).stdout
+        out = subprocess.run(["squeue", "--me", "-h", "-r", "-o", "%i"], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return set(out.split())
@@ -261,7 +267,8 @@ def _check_tools() -> None:
 
     for tool in ("sbatch", "srun", "squeue", "sacct"):
         if shutil.which(tool) is None:
-            raise ConfigError(f"launcher=slurm needs SLURM's {tool} on PATH (run on a SLURM login node, or use launcher=packed)")
+            raise ConfigError(f"launcher=slurm needs SLURM's {tool} on PATH (run "
+                              "on a SLURM login node, or use launcher=packed)")
 
 
 def _reason(error: Exception) -> str:
@@ -282,7 +289,8 @@ class SlurmLauncher(Launcher):
     validates_jobs = True  # composes and checks every job before submitting (see sweeper.py)
 
     def __init__(self, **params: Any) -> None:
-        self.params = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in params.items()}
+        self.params = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                       for k, v in params.items()}
         self.config: Optional[DictConfig] = None  # noqa: UP045
         self.hydra_context: Optional[HydraContext] = None  # noqa: UP045
         self.task_function: Optional[TaskFunction] = None  # noqa: UP045
@@ -304,17 +312,24 @@ class SlurmLauncher(Launcher):
         def is_int(v: Any) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
 
-        need(is_int(p["timeout_min"]) and p["timeout_min"] >= 1, "timeout_min", "must be a whole number of minutes >= 1")
+        need(is_int(p["timeout_min"]) and p["timeout_min"] >= 1, "timeout_min",
+             "must be a whole number of minutes >= 1")
         need(is_int(p["cpus_per_task"]) and p["cpus_per_task"] >= 1, "cpus_per_task", "must be an integer >= 1")
-        need(is_int(p["array_parallelism"]) and p["array_parallelism"] >= 1, "array_parallelism", "must be an integer >= 1")
+        need(is_int(p["array_parallelism"]) and p["array_parallelism"] >= 1, "array_parallelism",
+             "must be an integer >= 1")
         need(is_int(p["max_num_timeout"]) and p["max_num_timeout"] >= 0, "max_num_timeout", "must be an integer >= 0")
         need(is_int(p["signal_delay_s"]) and 0 <= p["signal_delay_s"] < 60 * p["timeout_min"], "signal_delay_s",
              f"must be an integer between 0 and the time limit ({60 * p['timeout_min']} s)")
-        need(p["pack_size"] is None or (is_int(p["pack_size"]) and p["pack_size"] >= 1), "pack_size", "must be an integer >= 1 or null")
-        need(p["mem_gb"] is None or (isinstance(p["mem_gb"], int | float) and p["mem_gb"] > 0), "mem_gb", "must be > 0 or null")
-        need(p["gpus_per_node"] is None or (is_int(p["gpus_per_node"]) and p["gpus_per_node"] >= 0), "gpus_per_node", "must be an integer >= 0 or null")
-        need(isinstance(p["setup"], list) and all(isinstance(s, str) for s in p["setup"]), "setup", "must be a list of shell lines")
-        need(isinstance(p["additional_parameters"], dict), "additional_parameters", "must be a mapping of sbatch options")
+        need(p["pack_size"] is None or (is_int(p["pack_size"]) and p["pack_size"] >= 1), "pack_size",
+             "must be an integer >= 1 or null")
+        need(p["mem_gb"] is None or (isinstance(p["mem_gb"], int | float) and p["mem_gb"] > 0),
+             "mem_gb", "must be > 0 or null")
+        need(p["gpus_per_node"] is None or (is_int(p["gpus_per_node"]) and p["gpus_per_node"] >= 0), "gpus_per_node",
+             "must be an integer >= 0 or null")
+        need(isinstance(p["setup"], list) and all(isinstance(s, str) for s in p["setup"]), "setup",
+             "must be a list of shell lines")
+        need(isinstance(p["additional_parameters"], dict), "additional_parameters",
+             "must be a mapping of sbatch options")
         params = {
             "job_name": p["job_name"], "partition": p["partition"], "account": p["account"], "qos": p["qos"],
             "time": p["timeout_min"], "cpus_per_task": p["cpus_per_task"],
@@ -353,7 +368,8 @@ class SlurmLauncher(Launcher):
             log.info(f"{done} of {len(plan.jobs)} runs already have records; skipping them")
         if busy:
             log.warning(f"{len(busy)} run(s) are still queued or running from an earlier submission "
-                        f"(SLURM {', '.join(sorted(set(busy.values()))[:5])}{', ...' if len(set(busy.values())) > 5 else ''}); not submitting them again")
+                        f"(SLURM {', '.join(sorted(set(busy.values()))[:5])}"
+                        f"{', ...' if len(set(busy.values())) > 5 else ''}); not submitting them again")
 
         submitted = self._submit(packs, sbatch) if packs else []
         if not submitted and not busy:
@@ -362,7 +378,8 @@ class SlurmLauncher(Launcher):
             self._print_later(submitted, busy, jobs)
             return [self._job_return(cfg, run_dir, overrides, wait=False) for cfg, run_dir, overrides in jobs]
         failures = self._wait(submitted, busy)
-        returns = [self._job_return(cfg, run_dir, overrides, wait=True, failures=failures) for cfg, run_dir, overrides in jobs]
+        returns = [self._job_return(cfg, run_dir, overrides, wait=True, failures=failures)
+                   for cfg, run_dir, overrides in jobs]
         missing = sum(r.status == JobStatus.FAILED for r in returns)
         log.info(f"{len(returns) - missing} of {len(returns)} runs have records")
         if missing:  # one line, not Hydra's traceback of the first failed JobReturn
@@ -418,7 +435,8 @@ class SlurmLauncher(Launcher):
                     others &= queued or set()
                 if n_done == len(sjobs) and not others:
                     break
-                note = f"waiting for SLURM: {n_done} of {len(sjobs)} task(s) ended" + (f", {len(others)} earlier task(s) still queued" if others else "")
+                note = (f"waiting for SLURM: {n_done} of {len(sjobs)} task(s) ended"
+                        + (f", {len(others)} earlier task(s) still queued" if others else ""))
                 if note != last_note:
                     log.info(note)
                     last_note = note
@@ -433,13 +451,15 @@ class SlurmLauncher(Launcher):
         for sjob, pack in submitted:
             error = sjob.exception()
             if error is not None:
-                why = f"SLURM task {sjob.job_id} ended without a result ({sjob.state}): {_reason(error)}; log: {sjob.paths.stdout}"
+                why = (f"SLURM task {sjob.job_id} ended without a result "
+                       f"({sjob.state}): {_reason(error)}; log: {sjob.paths.stdout}")
                 log.error(why)
                 for job in pack:
                     failures[job.run_dir] = why
         return failures
 
-    def _job_return(self, cfg: DictConfig, run_dir: Path, overrides: list, wait: bool, failures: Optional[dict] = None) -> JobReturn:  # noqa: UP045
+    def _job_return(self, cfg: DictConfig, run_dir: Path, overrides: list, wait: bool,
+                    failures: Optional[dict] = None) -> JobReturn:  # noqa: UP045
         ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
         record = records.read_state(run_dir).record
         ret.status = JobStatus.COMPLETED
@@ -477,12 +497,13 @@ class SlurmLauncher(Launcher):
         except OSError as e:
             fail(e, code=1)
         prepared, todo, busy, packs = plan.jobs, plan.todo, plan.held, plan.packs
-        log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} still queued; "
-                 f"{len(todo)} to submit in {len(packs)} task(s) (group={group_label(group, todo)})")
+        log.info(f"{len(prepared) - len(todo) - len(busy)} of {len(prepared)} runs already have records, {len(busy)} "
+                 f"still queued; {len(todo)} to submit in {len(packs)} task(s) (group={group_label(group, todo)})")
         submitted = self._submit(packs, sbatch) if packs else []
         if not self.params["wait"]:
             ids = sorted({s.job_id.split("_")[0] for s, _ in submitted} | {t.split("_")[0] for t in busy.values()})
-            print(f"kanx: SLURM job(s) {' '.join(ids) or '(none)'} submitted or still queued; not waiting (hydra.launcher.wait=false)")
+            print(f"kanx: SLURM job(s) {' '.join(ids) or '(none)'} submitted or still queued; not waiting "
+                  "(hydra.launcher.wait=false)")
             return 0
         self._wait(submitted, busy)
         return sum(records.read_state(j.run_dir).record is None for j in prepared)

@@ -2,11 +2,14 @@
 
     python -m kanx.analyze outputs/                                  # report at outputs/report.md
     python -m kanx.analyze outputs/ --out reports/ --formats png
-    python -m kanx.analyze outputs/ --curves [all]                   # + training curves (metrics.csv): per cell [and per run]
-    python -m kanx.analyze outputs/ --rollout-horizon recorded       # Ikeda/Ecosystem RMSE as trained (kanx's reading), not the paper's
+    python -m kanx.analyze outputs/ --curves [all]                   # + training curves (metrics.csv): per cell
+                                                                     # [and per run]
+    python -m kanx.analyze outputs/ --rollout-horizon recorded       # Ikeda/Ecosystem RMSE as trained (kanx's reading),
+                                                                     # not the paper's
     python -m kanx.analyze outputs/ --rollout-horizon whole          # Ikeda/Ecosystem RMSE over whole-segment rollouts
     python -m kanx.analyze outputs/ --no-paper                       # without the paper's published values beside
-    python -m kanx.analyze outputs/ --published mine.csv --published-dataset mydata [--published-hv hv.csv] [--hv-tol 0.05]
+    python -m kanx.analyze outputs/ --published mine.csv --published-dataset mydata [--published-hv hv.csv]
+        [--hv-tol 0.05]
 
 This is the only place that writes files.
 """
@@ -58,8 +61,8 @@ def _horizon(text: str) -> int | str:
     except ValueError:
         steps = 0
     if steps < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rollout horizon: give paper, recorded, whole or a whole number of "
-                                         "steps >= 1 (e.g. 10)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rollout horizon: give paper, recorded, whole or a whole "
+                                         "number of steps >= 1 (e.g. 10)")
     return steps
 
 
@@ -85,15 +88,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="output folder (default: RESULTS_ROOT)")
     parser.add_argument("--formats", default="png,pdf", help="figure formats, comma-separated (default: png,pdf)")
     parser.add_argument("--rollout-horizon", type=_horizon, default="paper", metavar="paper|recorded|H|whole",
-                        help="the reading of Ikeda's and Ecosystem's multi-step test RMSE in the tables: paper (default) is the "
-                        "rung settled as the paper's (kanx/analyze/paper/readings.csv: 200 steps on Ikeda, the whole test segment on Ecosystem), and the "
-                        "report adds kanx's reading (as recorded) in a section of its own; recorded is the horizon each run was trained "
-                        "with (10 on Ikeda, 50 on Ecosystem); H reads rollouts of H steps tiling the test segment (a rung of the "
-                        "records' rollout curve: 1, 2, 5, 10, 20, 50, 100, 200, 500) and whole one rollout over the segment. Records "
-                        "without that reading are skipped and listed")
+                        help="the reading of Ikeda's and Ecosystem's multi-step test RMSE in the tables: paper "
+                             "(default) is the rung settled as the paper's (kanx/analyze/paper/readings.csv: 200 steps "
+                             "on Ikeda, the whole test segment on Ecosystem), and the report adds kanx's reading (as "
+                             "recorded) in a section of its own; recorded is the horizon each run was trained with (10 "
+                             "on Ikeda, 50 on Ecosystem); H reads rollouts of H steps tiling the test segment (a rung "
+                             "of the records' rollout curve: 1, 2, 5, 10, 20, 50, 100, 200, 500) and whole one rollout "
+                             "over the segment. Records without that reading are skipped and listed")
     parser.add_argument("--paper", action=argparse.BooleanOptionalAction, default=True,
-                        help="set the paper's published tables (shipped with kanx) beside every dataset that has them (default: on)")
-    parser.add_argument("--published", type=Path, metavar="CSV", help="published absolute results of one dataset to compare with "
+                        help="set the paper's published tables (shipped with kanx) "
+                             "beside every dataset that has them (default: on)")
+    parser.add_argument("--published", type=Path, metavar="CSV",
+                        help="published absolute results of one dataset to compare with "
                         "(your own, or in place of the paper's for that dataset)")
     parser.add_argument(
         "--published-dataset",
@@ -106,8 +112,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--published-hv",
         type=Path,
         metavar="CSV",
-        help="published normalized HV of --published-dataset as 'condition,hv', compared per condition (default: the paper's, "
-        "for a dataset that is a family of its own; the paper's HV table is set beside the reproduced one by family anyway)",
+        help="published normalized HV of --published-dataset as 'condition,hv', compared per condition (default: the "
+             "paper's, for a dataset that is a family of its own; the paper's HV table is set beside the reproduced "
+             "one by family anyway)",
     )
     parser.add_argument(
         "--hv-tol",
@@ -120,8 +127,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         nargs="?",
         const="cells",
         choices=("cells", "all"),
-        help="also draw the training curves (metrics.csv) as PNGs in figures/curves/: per (dataset, condition, beta) cell with its seeds "
-        "overlaid; `--curves all` also one per run (about 0.3 s a figure: thousands for the whole paper)",
+        help="also draw the training curves (metrics.csv) as PNGs in figures/curves/: per "
+             "(dataset, condition, beta) cell with its seeds overlaid; `--curves all` "
+             "also one per run (about 0.3 s a figure: thousands for the whole paper)",
     )
     parser.add_argument(
         "--draw",
@@ -136,8 +144,10 @@ def append_model_drawings(report: Path, root: Path, dataset: str) -> None:
     request) and add them to the report."""
     files = draw_median_models(root, dataset, report.parent / "figures" / "models", formats=("png",), combined=True)
     lines = ["", f"## Median-seed models: {dataset}", ""]
-    lines += [f"![{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files if f.stem.endswith("median_models")]
-    lines += [f"- [{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files if not f.stem.endswith("median_models")]
+    lines += [f"![{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files
+              if f.stem.endswith("median_models")]
+    lines += [f"- [{f.stem}]({f.relative_to(report.parent).as_posix()})" for f in files
+              if not f.stem.endswith("median_models")]
     with report.open("a") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -146,7 +156,8 @@ CURVES_TEXT = """\
 From each run's metrics.csv (a row every `train.log_every` epochs): training loss, data loss, \
 L_C, open gates and, with X, the exit gate's pi and temperature tau_x. Per (dataset, condition, \
 beta) cell the seeds are overlaid (pi: each seed's probability of the exit it selects at the \
-end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks the end of the warmup (the last logged epoch before beta is in force)."""
+end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks the end of the \
+warmup (the last logged epoch before beta is in force)."""
 
 
 def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> tuple[int, list[tuple[str, str]]]:
@@ -171,7 +182,8 @@ def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> t
             lines[-1] += f"{' · runs:' if first_run else ''} [seed {c.seed}]({link})"
             first_run = False
     if not count:
-        lines.append("No run below the results root has a usable metrics.csv (runs from before kanx wrote training curves, or damaged ones).")
+        lines.append("No run below the results root has a usable metrics.csv (runs from before kanx wrote training "
+                     "curves, or damaged ones).")
     if skipped:
         lines += ["", f"Damaged training curves, not drawn ({len(skipped)}; the runs' records still count):", ""]
         lines += [f"- `{folder}`: {why}" for folder, why in skipped]
@@ -187,8 +199,9 @@ def print_config_mixes(mixes: list[dict], at_most: int = 10) -> None:
         return
     records = len({p for m in mixes for p in m["left_out"]})
     cells = len({(m["dataset"], m["condition"], m["beta"]) for m in mixes})
-    print(f"warning: {cells} cell{'s hold' if cells > 1 else ' holds'} records of more than one config; each keeps the config that covers "
-          f"the most seeds, {records} record{'s' * (records > 1)} of other configs left out (report.md lists them all; differences read kept vs left out):")
+    print(f"warning: {cells} cell{'s hold' if cells > 1 else ' holds'} records of more than one config; each keeps the "
+          f"config that covers the most seeds, {records} record{'s' * (records > 1)} of other configs left out "
+          "(report.md lists them all; differences read kept vs left out):")
     for m in mixes[:at_most]:
         print("  " + config_mix_line(m, at_most=2).replace("`", ""))
     if len(mixes) > at_most:
@@ -281,7 +294,8 @@ def write_report(args: argparse.Namespace, runs, formats, horizons, published, p
         if published_hv is not None:
             hv_source = f"`{args.published_hv.name}`"
         elif dataset in PAPER_HV:  # a one-dataset family of the paper: its HV column, checked per condition
-            published_hv, hv_source = PAPER_HV[dataset], "the paper's HV table (kanx/analyze/paper/hypervolume_published.csv)"
+            published_hv, hv_source = (PAPER_HV[dataset],
+                                       "the paper's HV table (kanx/analyze/paper/hypervolume_published.csv)")
 
     art = build_artifacts(
         runs,
@@ -301,8 +315,10 @@ def write_report(args: argparse.Namespace, runs, formats, horizons, published, p
         drawn, bad = append_curves(report_path, runs, args.root, args.out or args.root, per_run=args.curves == "all")
         print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
         if bad:
-            print(f"warning: {len(bad)} damaged training curve{'s' * (len(bad) > 1)} not drawn (report.md lists them; the runs' records still count):")
-            print("\n".join(f"  {folder}: {why}" for folder, why in bad[:10]) + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""))
+            print(f"warning: {len(bad)} damaged training curve{'s' * (len(bad) > 1)} not drawn (report.md lists them; "
+                  "the runs' records still count):")
+            print("\n".join(f"  {folder}: {why}" for folder, why in bad[:10])
+                  + (f"\n  ... and {len(bad) - 10} more" if len(bad) > 10 else ""))
     if args.draw:
         append_model_drawings(report_path, args.root, args.draw)
     curves = (f"; {len(bad)} of their training curves not drawn (damaged or changed since the done marker: "

@@ -24,7 +24,17 @@ from kanx.kan.shapes import stage_shapes  # plain Python and numpy only: the kan
 from kanx.kan.structure import trace
 
 from .collect import active_runs, metric_values
-from .labels import BASELINE, GATED, OTHER_CONDITIONS, STATUSES, UNGATED, condition_rank, dataset_rank, family_rank, with_others
+from .labels import (
+    BASELINE,
+    GATED,
+    OTHER_CONDITIONS,
+    STATUSES,
+    UNGATED,
+    condition_rank,
+    dataset_rank,
+    family_rank,
+    with_others,
+)
 
 # Short metric names used in column prefixes (and in the published CSV format).
 METRIC_PREFIX: dict[str, str] = {
@@ -77,12 +87,14 @@ def expected_grid(runs: pd.DataFrame, launched: Sequence[tuple[str, str, float]]
             ours = launched[launched["dataset"].isin(in_family["dataset"])]
             gated_betas |= set(ours.loc[ours["condition"].isin(GATED), "beta"])
             named = set(ours["condition"]) | set(mine["condition"])
-            conditions = [c for c in with_others(named | set(in_family["condition"])) if c in named or c in OTHER_CONDITIONS]
+            conditions = [c for c in with_others(named | set(in_family["condition"]))
+                          if c in named or c in OTHER_CONDITIONS]
             for condition, betas in ours.groupby("condition")["beta"]:
                 named_betas[condition] = named_betas.get(condition, set()) | set(betas)
         for condition in conditions:
             seen = set(mine.loc[mine["condition"] == condition, "beta"])
-            expected = {0.0} if condition in UNGATED else gated_betas if condition in GATED else named_betas.get(condition, set())
+            expected = ({0.0} if condition in UNGATED else gated_betas if condition in GATED
+                        else named_betas.get(condition, set()))
             rows += [(dataset, family, condition, beta) for beta in sorted(seen | expected)]
     return pd.DataFrame(rows, columns=["dataset", "family", "condition", "beta"])
 
@@ -97,7 +109,8 @@ def seed_medians(runs: pd.DataFrame, complete: bool = True) -> pd.DataFrame:
     launched = runs.attrs.get("launched")
     runs = active_runs(runs)
     keys = ["dataset", "condition", "beta"]
-    values = runs[keys + ["status", "usable"]].assign(**{prefix: metric_values(runs, metric) for metric, prefix in METRIC_PREFIX.items()})
+    values = runs[keys + ["status", "usable"]].assign(**{prefix: metric_values(runs, metric)
+                                                         for metric, prefix in METRIC_PREFIX.items()})
     prefixes = list(METRIC_PREFIX.values())
     stats = values[values["usable"]].groupby(keys)[prefixes].agg(["median", "min", "max"])
     stats.columns = [f"{p}_{s}" for p, s in stats.columns]
@@ -105,7 +118,8 @@ def seed_medians(runs: pd.DataFrame, complete: bool = True) -> pd.DataFrame:
     counts = counts.reindex(columns=list(STATUSES), fill_value=0).add_prefix("n_")
     counts["n_total"] = counts.sum(axis=1)
     counts["n_used"] = values.groupby(keys)["usable"].sum()
-    cells = expected_grid(runs, launched) if complete else runs[["dataset", "family", "condition", "beta"]].drop_duplicates()
+    cells = (expected_grid(runs, launched) if complete
+             else runs[["dataset", "family", "condition", "beta"]].drop_duplicates())
     table = cells.merge(counts.reset_index(), on=keys, how="left").merge(stats.reset_index(), on=keys, how="left")
     count_columns = ["n_used", "n_total", *STATUS_COUNTS]
     table[count_columns] = table[count_columns].fillna(0).astype(int)
@@ -254,4 +268,5 @@ def ungated_structure_check(runs: pd.DataFrame) -> pd.DataFrame:
                      "edges_expected": edges, "depth_expected": depth, "n_differ": int(differ.sum())})
     cols = ["dataset", "condition", "width", "n_runs", "edges_expected", "depth_expected", "n_differ"]
     out = pd.DataFrame(rows, columns=cols)
-    return out.sort_values(["dataset", "condition"], key=lambda c: c.map(dataset_rank) if c.name == "dataset" else c).reset_index(drop=True)
+    return out.sort_values(["dataset", "condition"], key=lambda c: c.map(dataset_rank) if c.name == "dataset"
+                           else c).reset_index(drop=True)

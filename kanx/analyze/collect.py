@@ -41,7 +41,14 @@ from kanx.records import integrity_problem
 from kanx.vocab import DONE as DONE_NAME
 from kanx.vocab import MANIFEST as MANIFEST_NAME
 from kanx.vocab import RECORD as RECORD_NAME
-from kanx.vocab import RECORD_METRICS, RECORD_ROLLOUT, RECORD_SELECTED_INPUTS, RECORD_TIMING, SCHEMA_VERSION, condition_name_problem
+from kanx.vocab import (
+    RECORD_METRICS,
+    RECORD_ROLLOUT,
+    RECORD_SELECTED_INPUTS,
+    RECORD_TIMING,
+    SCHEMA_VERSION,
+    condition_name_problem,
+)
 
 from .labels import ALL_CONDITIONS, USABLE_STATUSES, condition_rank, dataset_rank, family_of
 
@@ -121,8 +128,8 @@ def rollout_test_rmse(record: dict, horizon: int | str) -> float | None:
     if own == steps and data.get("n_rollouts") is None:
         return metrics.get("test_rmse")
     rungs = ", ".join(curve) or "none: the record predates the rollout curve"
-    raise NotAtHorizon(f"no multi-step RMSE at rollouts of {steps} steps (its rollout curve has {rungs}; its own test_rmse is at "
-                       f"{own} steps)")
+    raise NotAtHorizon(f"no multi-step RMSE at rollouts of {steps} steps (its rollout curve has {rungs}; its own "
+                       f"test_rmse is at {own} steps)")
 
 
 Horizon = int | str  # steps of each rollout, or "whole"
@@ -257,7 +264,8 @@ def sort_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return order.drop(columns=["_g", "_c"]).reset_index(drop=True)
 
 
-def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iterable[str] | None = None) -> pd.DataFrame:
+def load_runs(root: str | Path, rollout_horizon: Horizons = None,
+              datasets: Iterable[str] | None = None) -> pd.DataFrame:
     """A row per completed record below ``root`` (columns: `RUN_COLUMNS`).
 
     ``rollout_horizon``: read the dynamical systems' test_rmse at rollouts of that many steps
@@ -304,7 +312,8 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
     mixes = []
     if len(runs):
         runs = _mark_superseded(runs, mtimes, setups)
-        mixes = sorted(runs.attrs["config_mixes"], key=lambda m: (dataset_rank(m["dataset"]), condition_rank(m["condition"]), m["beta"]))
+        mixes = sorted(runs.attrs["config_mixes"],
+                       key=lambda m: (dataset_rank(m["dataset"]), condition_rank(m["condition"]), m["beta"]))
         runs = sort_runs(runs)
     runs = runs.astype({"usable": bool, "superseded": bool, "beta": float, **{c: "Int64" for c in INTEGER_COLUMNS}})
     runs.attrs["skipped"] = sorted(skipped)
@@ -312,7 +321,8 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None, datasets: Iter
     runs.attrs["rollout_horizon"] = rollout_horizon
     runs.attrs["selected_inputs"] = selected
     # a tuple, not a frame: pandas compares attrs when it combines frames
-    runs.attrs["launched"] = tuple(sorted({c for c in launched if c is not None and (datasets is None or c[0] in datasets)}))
+    runs.attrs["launched"] = tuple(sorted({c for c in launched
+                                           if c is not None and (datasets is None or c[0] in datasets)}))
     return runs
 
 
@@ -328,7 +338,8 @@ def _launched_cell(entry: dict) -> tuple[str, str, float] | None:
     """(dataset, condition, beta) a record or a manifest entry names; None if it names none."""
     try:
         condition = str(entry["condition"])
-        return (str(entry["dataset"]), condition, canonical_beta(entry.get("beta"), condition)) if condition in ALL_CONDITIONS else None
+        return ((str(entry["dataset"]), condition, canonical_beta(entry.get("beta"), condition))
+                if condition in ALL_CONDITIONS else None)
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -339,7 +350,8 @@ def launched_in_manifests(root: Path) -> list[tuple[str, str, float] | None]:
     cells = []
     for path in sorted(root.rglob(MANIFEST_NAME)):
         manifest = read_manifest(path.parent)
-        cells += [_launched_cell(entry) for entry in (manifest or {}).get("runs", {}).values() if isinstance(entry, dict)]
+        cells += [_launched_cell(entry) for entry in (manifest or {}).get("runs", {}).values()
+                  if isinstance(entry, dict)]
     return cells
 
 

@@ -49,13 +49,15 @@ class CurveFigure:
 
 
 def drawable_history(run_dir: Path) -> pd.DataFrame | None:
-    """A run's curve to draw (kanx.history.read_history: metrics.csv, or metrics.csv.gz once finished), or None where there is
-    none (runs from before the curves) or it has no rows; kanx.history.CurveError where it is damaged or has nothing to draw."""
+    """A run's curve to draw (kanx.history.read_history: metrics.csv, or metrics.csv.gz once finished), or
+    None where there is none (runs from before the curves) or it has no rows; kanx.history.CurveError where it
+    is damaged or has nothing to draw."""
     history = read_history(run_dir)
     if history is None or not len(history):
         return None
     if not any(has_panel(history, column) for column, _, _ in PANELS):
-        raise CurveError(f"{curve_path(Path(run_dir))} has none of the columns drawn ({', '.join(c for c, _, _ in PANELS)})")
+        raise CurveError(f"{curve_path(Path(run_dir))} has none of the columns drawn "
+                         f"({', '.join(c for c, _, _ in PANELS)})")
     return history
 
 
@@ -124,7 +126,8 @@ def run_figure(history: pd.DataFrame, title: str) -> Figure:
             ax.set_ylim(-0.02, 1.02)
             ax.legend(fontsize=7, loc="best")
         else:
-            ax.plot(history["epoch"], history[column], lw=1.2, color="C0", drawstyle="steps-post" if column == "open_gates" else "default")
+            ax.plot(history["epoch"], history[column], lw=1.2, color="C0",
+                    drawstyle="steps-post" if column == "open_gates" else "default")
         _finish(ax, log, [onset] if onset is not None else [])
     return fig
 
@@ -180,7 +183,8 @@ def _cell_histories(cell: pd.DataFrame, root: Path, skipped: list[tuple[str, str
     return histories
 
 
-def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False, skipped: list[tuple[str, str]] | None = None) -> Iterator[CurveFigure]:
+def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False,
+                  skipped: list[tuple[str, str]] | None = None) -> Iterator[CurveFigure]:
     """For every (dataset, condition, beta) cell with curves: its seeds overlaid, then, with
     ``per_run``, each of its runs. A generator, so the caller can save and drop one figure at
     a time. Damaged curves are left out and appended to ``skipped`` (run folder, why)."""
@@ -194,4 +198,5 @@ def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False, skipped
         yield CurveFigure(_stem(dataset, condition, beta), dataset, condition, beta, None,
                           cell_figure(histories, f"{name}: seeds {', '.join(map(str, sorted(histories)))}"))
         for seed, h in sorted(histories.items()) if per_run else ():
-            yield CurveFigure(_stem(dataset, condition, beta, seed), dataset, condition, beta, seed, run_figure(h, f"{name}, seed {seed}"))
+            yield CurveFigure(_stem(dataset, condition, beta, seed), dataset, condition, beta, seed,
+                              run_figure(h, f"{name}, seed {seed}"))

@@ -127,9 +127,11 @@ def log_ratio_figure(
                         weight="bold",
                         va="bottom",
                     )
-    handles = [Line2D([], [], marker="o", ls="", color=colors[b], label=f"β = {format_beta(b)}") for b in sorted(colors)]
+    handles = [Line2D([], [], marker="o", ls="", color=colors[b], label=f"β = {format_beta(b)}")
+               for b in sorted(colors)]
     # About three legend entries fit per panel column; more wrap onto further rows.
-    fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), 3 * ncols), frameon=False, fontsize=9)
+    fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), 3 * ncols),
+               frameon=False, fontsize=9)
     if title:
         fig.suptitle(title, fontsize=12)
     return fig
@@ -160,7 +162,8 @@ def condition_color(condition: str):
 
 
 DEPTH_MARKERS: tuple[str, ...] = ("X", "o", "s", "^", "D", "v", "P", "*", "h")  # depth 0 (collapsed), 1, 2, ...
-PARETO_COLUMNS: tuple[str, ...] = ("dataset", "condition", "beta", "seed", "test_rmse", "contributing_edges", "depth", "path")
+PARETO_COLUMNS: tuple[str, ...] = ("dataset", "condition", "beta", "seed", "test_rmse", "contributing_edges", "depth",
+                                   "path")
 
 
 def depth_marker(depth: int) -> str:
@@ -187,7 +190,8 @@ def pareto_runs(runs: pd.DataFrame, dataset: str) -> pd.DataFrame:
         return pd.DataFrame(columns=list(PARETO_COLUMNS))
     front = pd.concat(fronts)[list(PARETO_COLUMNS)]
     order = front.assign(_c=front["condition"].map(condition_rank))
-    return order.sort_values(["_c", "contributing_edges", "test_rmse", "beta", "seed"], kind="stable").drop(columns="_c").reset_index(drop=True)
+    return order.sort_values(["_c", "contributing_edges", "test_rmse", "beta", "seed"],
+                             kind="stable").drop(columns="_c").reset_index(drop=True)
 
 
 def _hv_text(condition: str, hv_norm: Mapping[str, float]) -> str:
@@ -223,8 +227,8 @@ def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str,
         x, y = points["contributing_edges"].to_numpy(float), points["test_rmse"].to_numpy(float)
         ax.step(x, y, where="post", color=color, ls=style, lw=1.3, alpha=0.8, zorder=2)
         for depth, group in points.groupby("depth"):
-            ax.scatter(group["contributing_edges"].astype(float), group["test_rmse"].astype(float), marker=depth_marker(depth),
-                       s=46, color=color, edgecolors="black", linewidths=0.5, zorder=3)
+            ax.scatter(group["contributing_edges"].astype(float), group["test_rmse"].astype(float),
+                       marker=depth_marker(depth), s=46, color=color, edgecolors="black", linewidths=0.5, zorder=3)
     if not front.empty:
         y = rmse.drop(off_scale.index)
         log = y.min() > 0 and y.max() / y.min() > 5
@@ -238,9 +242,11 @@ def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str,
             top = hi * (hi / lo) ** 0.12 if log else hi + 0.12 * max(hi - lo, 0.05 * hi)
             ax.set_ylim(lo / (hi / lo) ** 0.06 if log else lo - 0.06 * max(hi - lo, 0.05 * hi), top)
             for condition, group in off_scale.groupby("condition", sort=False):
-                ax.scatter([0.0], [top], marker=depth_marker(group["depth"].min()), s=46, color=condition_color(condition), edgecolors="black",
+                ax.scatter([0.0], [top], marker=depth_marker(group["depth"].min()), s=46,
+                           color=condition_color(condition), edgecolors="black",
                            linewidths=0.5, zorder=4, clip_on=False)
-            text = ", ".join(f"{c} {v:.3g}" for c, v in off_scale.groupby("condition", sort=False)["test_rmse"].max().items())
+            text = ", ".join(f"{c} {v:.3g}"
+                             for c, v in off_scale.groupby("condition", sort=False)["test_rmse"].max().items())
             ax.annotate(f"0 edges, RMSE off scale: {text}", (0.0, top), xytext=(8, -12), textcoords="offset points",
                         fontsize=8, color="0.3", va="top")
     else:
@@ -251,11 +257,12 @@ def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str,
     ax.grid(color="0.9", lw=0.6)
     ax.set_axisbelow(True)
     ax.set_title(title, fontsize=11)
-    fig.legend(handles=handles, loc="outside right upper", frameon=False, title="condition, normalized HV", title_fontsize=9,
-               prop={"family": "monospace", "size": 9}, alignment="left")
+    fig.legend(handles=handles, loc="outside right upper", frameon=False, title="condition, normalized HV",
+               title_fontsize=9, prop={"family": "monospace", "size": 9}, alignment="left")
     depths = sorted({int(d) for d in front["depth"]}) if not front.empty else []
     if depths:
-        fig.legend(handles=[Line2D([], [], marker=depth_marker(d), ls="", color="0.6", markeredgecolor="black", markeredgewidth=0.5,
-                                   ms=7, label=f"depth {d}") for d in depths],
-                   loc="outside right lower", frameon=False, fontsize=9, title="marker", title_fontsize=9, alignment="left")
+        fig.legend(handles=[Line2D([], [], marker=depth_marker(d), ls="", color="0.6", markeredgecolor="black",
+                                   markeredgewidth=0.5, ms=7, label=f"depth {d}") for d in depths],
+                   loc="outside right lower", frameon=False, fontsize=9, title="marker",
+                   title_fontsize=9, alignment="left")
     return fig

@@ -133,7 +133,8 @@ def _mean_or_missing(values: Iterable[float]) -> float:
 
 
 def hv_table(medians: pd.DataFrame, scale: float = REF_SCALE) -> pd.DataFrame:
-    """Normalized HV, rows = the 8 conditions (then other factor sets with cells), columns = families present + ``mean``.
+    """Normalized HV, rows = the 8 conditions (then other factor sets with cells), columns = families
+    present + ``mean``.
 
     A family with several datasets (Nguyen) gets the mean of its per-problem normalized HVs.
     Ungated rows are all NaN (shown as dashes); a gated NaN means missing.
@@ -143,7 +144,8 @@ def hv_table(medians: pd.DataFrame, scale: float = REF_SCALE) -> pd.DataFrame:
     table = pd.DataFrame(index=pd.Index(conditions, name="condition"))
     for family in sort_families(detail["family"]):
         fam = detail[detail["family"] == family]
-        table[family] = [_mean_or_missing(fam.loc[fam["condition"] == c, "hv_norm"]) if is_gated(c) else math.nan for c in conditions]
+        table[family] = [_mean_or_missing(fam.loc[fam["condition"] == c, "hv_norm"]) if is_gated(c) else math.nan
+                         for c in conditions]
     table["mean"] = [_mean_or_missing(table.loc[c]) if is_gated(c) else math.nan for c in conditions]
     return table
 

@@ -41,7 +41,8 @@ def selected_inputs_markdown(table: pd.DataFrame, dataset: str) -> str:
     for (condition, beta), cell in mine.groupby(["condition", "beta"], sort=False):
         counts = dict(zip(cell["input"], cell["n_selected"], strict=True))
         n = int(cell["n_runs"].iloc[0])
-        rows.append([condition, format_beta(beta), str(n), *(f"{counts[name]}/{n}" if n else DASH_MD for name in names)])
+        rows.append([condition, format_beta(beta), str(n),
+                     *(f"{counts[name]}/{n}" if n else DASH_MD for name in names)])
     return markdown_table(["Cond.", "β", "runs", *names], rows, "llr" + "r" * len(names))
 
 

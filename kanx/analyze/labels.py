@@ -78,8 +78,8 @@ def problem_label(group: str) -> str:
     return f"F{m.group(1)}" if m else group_label(group)
 
 
-_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-                   "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
 def latex_escape(text: str) -> str:

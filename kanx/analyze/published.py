@@ -300,7 +300,8 @@ def _fidelity_row(cmp: pd.DataFrame) -> dict:
     for p in MEASURES:
         row[f"{p}_in"] = int((both[f"{p}_in_range"] == True).sum())  # noqa: E712 (object column of True/False/NaN)
     ungated = both[both["condition"].isin(UNGATED)]
-    exact = (ungated["edges_reproduced"] == ungated["edges_published"]) & (ungated["depth_reproduced"] == ungated["depth_published"])
+    exact = ((ungated["edges_reproduced"] == ungated["edges_published"])
+             & (ungated["depth_reproduced"] == ungated["depth_published"]))
     row["ungated_cells"], row["ungated_exact"] = len(ungated), int(exact.sum())
     return row
 
@@ -326,15 +327,18 @@ def _share(k: int, n: int) -> str:
 def fidelity_markdown(table: pd.DataFrame, label) -> str:
     """The fidelity table: a row per dataset of a family with several, a row per family, and
     the total; ``label`` names a dataset or family."""
-    header = ["Dataset", "Cells", *(f"{MEASURE_NAMES[p]} in range" for p in MEASURES), "All measures", "Ungated structure exact"]
+    header = ["Dataset", "Cells", *(f"{MEASURE_NAMES[p]} in range" for p in MEASURES), "All measures",
+              "Ungated structure exact"]
     rows = []
     several = table[table["dataset"] != "*"].groupby("family")["dataset"].count()
     for r in table.itertuples(index=False):
         if r.dataset != "*" and several.get(r.family, 0) < 2:
             continue  # a one-dataset family: its family row says it all
-        name = "**all**" if r.family == "*" else (f"**{label(r.family)}**" if r.dataset == "*" else f"  {label(r.dataset)}")
+        name = "**all**" if r.family == "*" else (f"**{label(r.family)}**" if r.dataset == "*"
+                                                  else f"  {label(r.dataset)}")
         rows.append([name, str(r.cells), *(_share(getattr(r, f"{p}_in"), r.cells) for p in MEASURES),
-                     _share(sum(getattr(r, f"{p}_in") for p in MEASURES), 3 * r.cells), _share(r.ungated_exact, r.ungated_cells)])
+                     _share(sum(getattr(r, f"{p}_in") for p in MEASURES), 3 * r.cells),
+                     _share(r.ungated_exact, r.ungated_cells)])
     return markdown_table(header, rows, "lr" + "r" * len(MEASURES) + "rr")
 
 
@@ -352,7 +356,8 @@ def hv_side_by_side(reproduced: pd.DataFrame, published: pd.DataFrame) -> pd.Dat
             row |= {f"{f}_reproduced": rep, f"{f}_published": pubv, f"{f}_diff": rep - pubv}
         for side in ("reproduced", "published"):
             values = [row[f"{f}_{side}"] for f in families]
-            row[f"mean_{side}"] = float(np.mean(values)) if families and all(math.isfinite(v) for v in values) else math.nan
+            row[f"mean_{side}"] = (float(np.mean(values)) if families
+                                   and all(math.isfinite(v) for v in values) else math.nan)
         if set(families) == set(published.columns) - {"mean"} and "mean" in published.columns:
             row["mean_published"] = float(published.loc[c, "mean"])  # as printed (the mean of the unrounded values)
         row["mean_diff"] = row["mean_reproduced"] - row["mean_published"]

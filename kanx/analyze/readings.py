@@ -31,7 +31,15 @@ from .aggregate import log_ratio_summary, log_ratios, paired_panels, seed_median
 from .figures import log_ratio_figure
 from .hypervolume import hv_table
 from .labels import GATED, family_label, group_label, sort_datasets, sort_families
-from .tables import CSV_FLOAT, absolute_caption, absolute_csv, absolute_markdown, absolute_table, format_beta, markdown_table
+from .tables import (
+    CSV_FLOAT,
+    absolute_caption,
+    absolute_csv,
+    absolute_markdown,
+    absolute_table,
+    format_beta,
+    markdown_table,
+)
 
 READINGS_FILE = Path(__file__).with_name("paper") / "readings.csv"
 SPREAD_FILE = Path(__file__).with_name("paper") / "reading_spread.csv"  # scripts/studies/reading_spread.py --write
@@ -54,7 +62,8 @@ def paper_readings() -> dict[str, int | str]:
     """Dataset -> the rollout horizon (steps, or "whole") at which the paper's multi-step RMSE is
     read, as settled on the Baseline and F rows (``paper/readings.csv``)."""
     table = pd.read_csv(READINGS_FILE, dtype={"rollout_horizon": str})
-    return {str(d): (h if h == "whole" else int(h)) for d, h in zip(table["dataset"], table["rollout_horizon"], strict=True)}
+    return {str(d): (h if h == "whole" else int(h))
+            for d, h in zip(table["dataset"], table["rollout_horizon"], strict=True)}
 
 
 def reading_spreads() -> pd.DataFrame | None:
@@ -120,7 +129,8 @@ def _fmt(mean: float, sem: float) -> str:
     return f"{mean:+.3f}{err}".replace("-0.000", "+0.000")
 
 
-def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, formats: Sequence[str], texts: dict, figures: dict,
+def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, formats: Sequence[str],
+                          texts: dict, figures: dict,
                           figure_lines: Callable[..., list[str]], links: Callable[..., str]) -> list[str]:
     """The report section of kanx's reading (``short_runs``: the dynamical records read as
     recorded) beside the paper's (``paper_runs``): absolute tables, the HV column, the log-ratio
@@ -141,7 +151,8 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
     both = pd.DataFrame({name: [math.nan if table is None or f not in table else float(table.loc[c, f]) for c in GATED]
                          for name, (f, table) in columns.items()}, index=pd.Index(GATED, name="condition"))
     rows = [[c, *("–" if math.isnan(v) else f"{v:.3f}" for v in both.loc[c])] for c in GATED]
-    header = ["Condition", *(f"{family_label(f)}: {r}" for f in families for r in ("paper's reading", "kanx's reading"))]
+    header = ["Condition", *(f"{family_label(f)}: {r}" for f in families
+                             for r in ("paper's reading", "kanx's reading"))]
     texts["tables/short/hypervolume.md"] = markdown_table(header, rows, "l" + "r" * (2 * len(families)))
     texts["tables/short/hypervolume.csv"] = both.to_csv(float_format=CSV_FLOAT, lineterminator="\n")
     lines += ["Normalized hypervolume at both readings (each normalized by the best condition of its own reading):", "",
@@ -149,7 +160,8 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
 
     # The log-ratio panel and what the paper's reading hides.
     split = {m: log_ratio_summary(log_ratios(short_runs, m), by="family") for m in ("test_rmse", "contributing_edges")}
-    paper_rmse = log_ratio_summary(log_ratios(mine, "test_rmse"), by="family") if len(mine) else split["test_rmse"].iloc[0:0]
+    paper_rmse = (log_ratio_summary(log_ratios(mine, "test_rmse"), by="family") if len(mine)
+                  else split["test_rmse"].iloc[0:0])
     stem = "figures/short/log_ratios"
     panels = paired_panels(split, families)
     if panels:
@@ -157,26 +169,32 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
                                          max_cols=len(panels), title="kanx's reading (short rollouts)")
     both = _ratio_rows(paper_rmse, split["test_rmse"])
     texts["tables/short/log_ratios.csv"] = both.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
-    table = [[family_label(r.panel), r.condition, format_beta(r.beta), _fmt(r.mean_paper, r.sem_paper), _fmt(r.mean_short, r.sem_short)]
+    table = [[family_label(r.panel), r.condition, format_beta(r.beta), _fmt(r.mean_paper, r.sem_paper),
+              _fmt(r.mean_short, r.sem_short)]
              for r in both.itertuples(index=False)]
     texts["tables/short/log_ratios.md"] = markdown_table(
-        ["Family", "Cond.", "β", "log10 RMSE ratio, paper's reading", "log10 RMSE ratio, kanx's reading"], table, "lllrr")
-    lines += ["Log-ratios to the Baseline at kanx's reading (as in the section on accuracy and size above; edges do not depend "
-              "on the reading):", "",
-              *(figure_lines(stem, "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline, kanx's reading", formats,
-                             links("tables/short/log_ratios", ("md", "csv"))) if panels else
+        ["Family", "Cond.", "β", "log10 RMSE ratio, paper's reading", "log10 RMSE ratio, kanx's reading"], table,
+        "lllrr")
+    lines += ["Log-ratios to the Baseline at kanx's reading (as in the section on accuracy and size above; edges do "
+              "not depend on the reading):", "",
+              *(figure_lines(stem,
+                             "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline, kanx's reading",
+                             formats, links("tables/short/log_ratios", ("md", "csv"))) if panels else
                 ["No figure: no condition has a Baseline run of the same seed to pair with.", ""]),
-              "The RMSE log-ratio at both readings (mean ± SEM over seed pairs; negative: higher RMSE than the Baseline):", "",
+              "The RMSE log-ratio at both readings (mean ± SEM over seed "
+              "pairs; negative: higher RMSE than the Baseline):", "",
               texts["tables/short/log_ratios.md"], ""]
     hidden = hidden_losses(both)
     if hidden.empty:
-        lines += [f"No cell loses accuracy at kanx's reading (log10 ratio below −{LOSS}) while the paper's reading shows it "
-                  f"within ±{HIDDEN} of the Baseline.", ""]
+        lines += [f"No cell loses accuracy at kanx's reading (log10 ratio below −{LOSS}) while the paper's reading "
+                  f"shows it within ±{HIDDEN} of the Baseline.", ""]
     else:
-        cells = "; ".join(f"{family_label(r.panel)} {r.condition} β = {format_beta(r.beta)} ({r.mean_short:+.2f} vs {r.mean_paper:+.2f})"
+        cells = "; ".join(f"{family_label(r.panel)} {r.condition} β = {format_beta(r.beta)} ({r.mean_short:+.2f} vs "
+                          f"{r.mean_paper:+.2f})"
                           for r in hidden.itertuples(index=False))
-        lines += [f"**What the paper's reading hides**: {len(hidden)} {'cells lose' if len(hidden) > 1 else 'cell loses'} accuracy at kanx's reading "
-                  f"(log10 RMSE ratio below −{LOSS}, an RMSE at least {10 ** LOSS - 1:.0%} above the Baseline's) while the paper's "
+        lines += [f"**What the paper's reading hides**: {len(hidden)} "
+                  f"{'cells lose' if len(hidden) > 1 else 'cell loses'} accuracy at kanx's reading (log10 RMSE ratio "
+                  f"below −{LOSS}, an RMSE at least {10 ** LOSS - 1:.0%} above the Baseline's) while the paper's "
                   f"reading puts {'them' if len(hidden) > 1 else 'it'} within ±{HIDDEN} of the Baseline: {cells}.", ""]
 
     # The absolute tables at kanx's reading.
@@ -186,5 +204,6 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
         caption, markdown = absolute_caption(table, dataset), absolute_markdown(table)
         texts[f"{stem}.md"] = f"{caption}\n\n{markdown}"
         texts[f"{stem}.csv"] = absolute_csv(table)
-        lines += [f"### {group_label(dataset)}, kanx's reading", "", caption, "", markdown, links(stem, ("md", "csv")), ""]
+        lines += [f"### {group_label(dataset)}, kanx's reading", "", caption, "", markdown, links(stem, ("md", "csv")),
+                  ""]
     return lines

@@ -13,7 +13,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from . import published as pub
-from .aggregate import log_ratio_summary, log_ratios, missing_cells, paired_panels, seed_medians, ungated_structure_check
+from .aggregate import (
+    log_ratio_summary,
+    log_ratios,
+    missing_cells,
+    paired_panels,
+    seed_medians,
+    ungated_structure_check,
+)
 from .figures import PARETO_COLUMNS, log_ratio_figure, pareto_figure, pareto_runs
 from .hypervolume import REF_SCALE, condition_hypervolumes, hv_problem_table, hv_table
 from .inputs import selected_inputs_section
@@ -101,7 +108,8 @@ def config_mix_line(mix: dict, at_most: int | None = None) -> str:
     more = f", +{len(left) - len(shown)} more" if len(left) > len(shown) else ""
     cell = f"{group_label(mix['dataset'])}, {mix['condition']}, β = {format_beta(mix['beta'])}"
     kept = ", ".join(f"`{f}/`" for f in folders(mix["kept"], 2))
-    return f"{cell}: {mix['differs']}; kept {len(mix['kept'])} (in {kept}), left out {len(left)}: " + ", ".join(f"`{f}`" for f in shown) + more
+    return (f"{cell}: {mix['differs']}; kept {len(mix['kept'])} (in {kept}), left out {len(left)}: "
+            + ", ".join(f"`{f}`" for f in shown) + more)
 
 
 @dataclass
@@ -136,10 +144,10 @@ def _rollout_note(horizon, datasets: Sequence[str]) -> list[str]:
         if not shown:
             return []
         each = "; ".join(f"{group_label(d)} at {_reading_text(horizon[d])}" for d in shown)
-        return [f"Multi-step test RMSE of the dynamical systems at the paper's reading (the default, `--rollout-horizon paper`): "
-                f"{each}, from each record's rollout curve (settled on the Baseline and F rows, "
-                "docs/CALIBRATION.md); a record without that reading is skipped. kanx's own reading, the horizon each run was "
-                "trained with, has its own section at the end.", ""]
+        return ["Multi-step test RMSE of the dynamical systems at the paper's reading (the default, "
+                f"`--rollout-horizon paper`): {each}, from each record's rollout curve (settled on the Baseline and F "
+                "rows, docs/CALIBRATION.md); a record without that reading is skipped. kanx's own reading, the "
+                "horizon each run was trained with, has its own section at the end.", ""]
     return [f"Multi-step test RMSE of the dynamical systems read at {_reading_text(horizon)} "
             f"(`--rollout-horizon {horizon}`), "
             "from each record's rollout curve; a record without that reading is skipped.", ""]
@@ -209,14 +217,17 @@ def _paper_section(
     if paper_hv is not None:
         side = pub.hv_side_by_side(hv, paper_hv)
         if side.attrs["families"]:
-            art.texts["tables/hypervolume_vs_paper.csv"] = side.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+            art.texts["tables/hypervolume_vs_paper.csv"] = side.to_csv(
+                index=False, float_format=CSV_FLOAT, lineterminator="\n")
             art.texts["tables/hypervolume_vs_paper.md"] = pub.hv_side_by_side_markdown(side, family_label)
             over = ("all five families: the published Mean as printed" if side.attrs["all_families"] else
                     "the families present here only (" + ", ".join(family_label(f) for f in side.attrs["families"]) +
                     "), on both sides, so the published Mean differs from the paper's")
-            lines += ["Normalized hypervolume, reproduced / published (Δ = reproduced − published); Mean over "
-                      f"{over}; each side ranks the conditions by its Mean (1 = best). Bold: best reproduced value per column.", "",
-                      art.texts["tables/hypervolume_vs_paper.md"], _links("tables/hypervolume_vs_paper", ("md", "csv")), ""]
+            lines += ["Normalized hypervolume, reproduced / published (Δ = reproduced − "
+                      f"published); Mean over {over}; each side ranks the conditions by "
+                      "its Mean (1 = best). Bold: best reproduced value per column.", "",
+                      art.texts["tables/hypervolume_vs_paper.md"], _links("tables/hypervolume_vs_paper", ("md", "csv")),
+                      ""]
     for dataset in datasets:
         cmp = comparisons[dataset]
         stem = f"tables/published_{dataset}"
@@ -258,7 +269,8 @@ def _ungated_section(runs: pd.DataFrame) -> list[str]:
     return ["## Ungated structure", "",
             "Baseline and F have no gates, so every edge of the architecture contributes (F: trunk and "
             "forward-connection edges) and the depth is the number of layers.", "",
-            markdown_table(["Dataset", "Cond.", "Width", "Runs", "Edges (architecture)", "Depth", "Check"], rows, "lllrrrl"),
+            markdown_table(["Dataset", "Cond.", "Width", "Runs", "Edges (architecture)", "Depth", "Check"], rows,
+                           "lllrrrl"),
             verdict, ""]
 
 
@@ -329,8 +341,8 @@ def build_artifacts(
         lines += [f"- `{path}`" for path in superseded] + [""]
     if mixes:
         cells = len({(m["dataset"], m["condition"], m["beta"]) for m in mixes})
-        lines += [f"**Records of another config** ({len(other_config)} record{'s' * (len(other_config) > 1)} in {cells} cell{'s' * (cells > 1)}, "
-                  "not counted anywhere):", "", CONFIG_MIX_TEXT, ""]
+        lines += [f"**Records of another config** ({len(other_config)} record{'s' * (len(other_config) > 1)} in "
+                  f"{cells} cell{'s' * (cells > 1)}, not counted anywhere):", "", CONFIG_MIX_TEXT, ""]
         lines += [f"- {config_mix_line(m)}" for m in mixes] + [""]
 
     # Missing cells ------------------------------------------------------------------------
@@ -356,17 +368,20 @@ def build_artifacts(
     art.texts["tables/hypervolume.md"] = f"{hv_caption(others=has_others(hv))}\n\n{hv_markdown(hv)}"
     art.texts["tables/hypervolume.tex"] = hv_latex(hv)
     art.texts["tables/hypervolume.csv"] = hv_csv(hv)
-    art.texts["tables/hypervolume_detail.csv"] = hv_detail.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+    art.texts["tables/hypervolume_detail.csv"] = hv_detail.to_csv(index=False,
+                                                                  float_format=CSV_FLOAT, lineterminator="\n")
     lines += [
         "## Normalized hypervolume",
         "",
         art.texts["tables/hypervolume.md"],
-        _links("tables/hypervolume", ("md", "tex", "csv")) + " · raw HVs and reference points: [csv](tables/hypervolume_detail.csv)",
+        _links("tables/hypervolume", ("md", "tex", "csv")) + " · raw HVs and reference points: "
+                                                             "[csv](tables/hypervolume_detail.csv)",
         "",
     ]
     if nguyen:
         hvp = hv_problem_table(medians, "nguyen", ref_scale)
-        art.texts["tables/hypervolume_nguyen.md"] = f"{hv_caption(True, has_others(hvp))}\n\n{hv_markdown(hvp, problems=True)}"
+        art.texts["tables/hypervolume_nguyen.md"] = (f"{hv_caption(True, has_others(hvp))}\n\n"
+                                                     f"{hv_markdown(hvp, problems=True)}")
         art.texts["tables/hypervolume_nguyen.tex"] = hv_latex(hvp, problems=True)
         art.texts["tables/hypervolume_nguyen.csv"] = hv_csv(hvp)
         lines += [
@@ -381,19 +396,22 @@ def build_artifacts(
     lines += ["## Pareto fronts", "", PARETO_TEXT, ""]
     for dataset in datasets:
         front = pareto_runs(runs, dataset)
-        hv_norm = dict(zip(*hv_detail.loc[hv_detail["dataset"] == dataset, ["condition", "hv_norm"]].T.to_numpy(), strict=True))
+        hv_norm = dict(zip(*hv_detail.loc[hv_detail["dataset"] == dataset, ["condition", "hv_norm"]].T.to_numpy(),
+                           strict=True))
         units = runs.loc[runs["dataset"] == dataset, "target_unit"].dropna().unique()
         stem = f"figures/pareto_{dataset}"
         art.figures[stem] = pareto_figure(front, hv_norm, f"{group_label(dataset)}: non-dominated runs per condition",
                                           unit=units[0] if len(units) == 1 else None)
-        art.texts[f"tables/pareto_{dataset}.csv"] = front[list(PARETO_COLUMNS)].to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+        art.texts[f"tables/pareto_{dataset}.csv"] = front[list(PARETO_COLUMNS)].to_csv(
+            index=False, float_format=CSV_FLOAT, lineterminator="\n")
         lines += [f"**{group_label(dataset)}**", ""]
-        lines += _figure_lines(stem, f"Pareto fronts of test RMSE and contributing edges, {group_label(dataset)}", formats,
-                               f"[csv](tables/pareto_{dataset}.csv)")
+        lines += _figure_lines(stem, f"Pareto fronts of test RMSE and contributing edges, {group_label(dataset)}",
+                               formats, f"[csv](tables/pareto_{dataset}.csv)")
 
     # Log-ratios ---------------------------------------------------------------------------
     ratios = pd.concat([log_ratios(runs, "test_rmse"), log_ratios(runs, "contributing_edges")], ignore_index=True)
-    art.texts["tables/log_ratios_per_seed.csv"] = ratios.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+    art.texts["tables/log_ratios_per_seed.csv"] = ratios.to_csv(index=False,
+                                                                float_format=CSV_FLOAT, lineterminator="\n")
     split = {m: ratios[ratios["metric"] == m] for m in ("test_rmse", "contributing_edges")}
     pooled = {m: log_ratio_summary(r, by="family") for m, r in split.items()}
     art.texts["tables/log_ratios.csv"] = pd.concat(pooled.values(), ignore_index=True).to_csv(
@@ -403,7 +421,8 @@ def build_artifacts(
     panels = paired_panels(pooled, families)
     lines += ["## Accuracy and size relative to the baseline", "", LOG_RATIO_TEXT, ""]
     if panels:
-        art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), panels, family_label, max_cols=max(len(panels), 1))
+        art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), panels, family_label,
+                                                             max_cols=max(len(panels), 1))
         lines += _figure_lines(
             "figures/log_ratios",
             "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline",
@@ -473,10 +492,11 @@ def build_artifacts(
             tables = {}
         tables[published_dataset], sources[published_dataset] = published, published_source
     lines += _paper_section(medians, hv, hv_detail, tables, sources, pub.paper_hv() if paper else None,
-                            {published_dataset: published_hv} if published is not None and published_hv is not None else {},
-                            published_hv_source, hv_tol, art, notes)
+                            {published_dataset: published_hv} if published is not None
+                            and published_hv is not None else {}, published_hv_source, hv_tol, art, notes)
     if short_runs is not None:
-        lines += short_reading_section(runs[~runs["superseded"]], short_runs, formats, art.texts, art.figures, _figure_lines, _links)
+        lines += short_reading_section(runs[~runs["superseded"]], short_runs, formats, art.texts,
+                                       art.figures, _figure_lines, _links)
 
     art.report = "\n".join(lines).rstrip("\n") + "\n"
     return art

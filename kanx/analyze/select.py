@@ -54,7 +54,8 @@ def median_runs(records_root: str | Path, dataset: str, beta: float | None = Non
 
 
 def draw_median_models(records_root: str | Path, dataset: str, out_dir: str | Path, beta: float | None = None,
-                       formats: Sequence[str] = ("png",), combined: bool = False, show_closed: bool = False) -> list[Path]:
+                       formats: Sequence[str] = ("png",), combined: bool = False,
+                       show_closed: bool = False) -> list[Path]:
     """Draw the median-seed model of every condition of ``dataset`` found below
     ``records_root`` (chosen by median_runs(), which says how seed and beta are picked);
     returns the files written: out_dir/<dataset>_<condition>.<fmt> in the paper's condition
@@ -71,6 +72,7 @@ def draw_median_models(records_root: str | Path, dataset: str, out_dir: str | Pa
         written += save(fig, out_dir / f"{dataset}_{condition}", formats)
         drawn.append(run)
     if combined and drawn:
-        fig, _ = draw_grid(drawn, ncols=min(4, len(drawn)), show_closed=show_closed, title=f"{dataset}: median-seed model per condition")
+        fig, _ = draw_grid(drawn, ncols=min(4, len(drawn)), show_closed=show_closed,
+                           title=f"{dataset}: median-seed model per condition")
         written += save(fig, out_dir / f"{dataset}_median_models", formats)
     return written

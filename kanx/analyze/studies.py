@@ -57,7 +57,8 @@ def runs_beside_paper(study_root: str | Path, paper_root: str | Path, datasets: 
     study = load_runs(Path(study_root), rollout_horizon=horizons, datasets=datasets)
     retrained = set(zip(study["dataset"], study["condition"], strict=True))
     paper = load_runs(Path(paper_root), rollout_horizon=horizons, datasets=datasets)
-    kept = [c in CONDITIONS and (d, c) not in retrained for d, c in zip(paper["dataset"], paper["condition"], strict=True)]
+    kept = [c in CONDITIONS and (d, c) not in retrained
+            for d, c in zip(paper["dataset"], paper["condition"], strict=True)]
     paper = paper[np.asarray(kept, dtype=bool)]
     parts, launched, skipped = [], set(), []
     selected: dict[str, tuple[str, ...]] = {}
@@ -65,9 +66,11 @@ def runs_beside_paper(study_root: str | Path, paper_root: str | Path, datasets: 
         parts.append(runs.assign(path=[(root / p).as_posix() for p in runs["path"]]))
         selected |= {(root / p).as_posix(): names for p, names in runs.attrs.get("selected_inputs", {}).items()}
         skipped += [((root / p).as_posix(), why) for p, why in runs.attrs.get("skipped", [])]
-    launched = {c for c in paper.attrs.get("launched", ()) if c[1] in CONDITIONS and c[:2] not in retrained} | set(study.attrs.get("launched", ()))
+    launched = ({c for c in paper.attrs.get("launched", ()) if c[1] in CONDITIONS and c[:2] not in retrained}
+                | set(study.attrs.get("launched", ())))
     runs = pd.concat(parts, ignore_index=True) if any(len(p) for p in parts) else parts[0]
-    runs.attrs.update(selected_inputs=selected, launched=tuple(sorted(launched)), skipped=sorted(skipped), rollout_horizon=horizons)
+    runs.attrs.update(selected_inputs=selected, launched=tuple(sorted(launched)), skipped=sorted(skipped),
+                      rollout_horizon=horizons)
     return runs
 
 
@@ -96,7 +99,8 @@ def per_cell_medians(runs: pd.DataFrame, values: Mapping[str, float]) -> pd.Seri
     return act.assign(_v=act["path"].map(values).astype(float)).groupby(["dataset", "condition", "beta"])["_v"].median()
 
 
-def cells_markdown(runs: pd.DataFrame, dataset: str, conditions: Sequence[str], extra: Mapping[str, Mapping[str, float]] | None = None) -> str:
+def cells_markdown(runs: pd.DataFrame, dataset: str, conditions: Sequence[str],
+                   extra: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """One dataset's cells of ``conditions``: usable runs / runs, the seed-medians of test RMSE,
     contributing edges and depth, and the medians of each ``extra`` column (name -> value per run
     path; a dash where no run of the cell has one)."""
@@ -111,7 +115,8 @@ def cells_markdown(runs: pd.DataFrame, dataset: str, conditions: Sequence[str], 
     for _, cell in medians.iterrows():
         key = (dataset, cell["condition"], cell["beta"])
         more = [format_count(float(s[key])) if key in s.index else DASH_MD for s in more_medians]
-        rows.append([cell["condition"], format_beta(cell["beta"]), f"{cell['n_used']}/{cell['n_total']}", format_number(cell["rmse_median"], decimals),
+        rows.append([cell["condition"], format_beta(cell["beta"]), f"{cell['n_used']}/{cell['n_total']}",
+                     format_number(cell["rmse_median"], decimals),
                      format_count(cell["edges_median"]), format_count(cell["depth_median"]), *more])
     header = ["Cond.", "β", "runs", "test RMSE", "edges", "depth", *(extra or {})]
     return markdown_table(header, rows, "llr" + "r" * (len(header) - 3))

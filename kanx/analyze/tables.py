@@ -17,7 +17,16 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import METRIC_PREFIX
-from .labels import ALL_CONDITIONS, BASELINE, CONDITIONS, UNGATED, family_label, group_label, latex_escape, problem_label
+from .labels import (
+    ALL_CONDITIONS,
+    BASELINE,
+    CONDITIONS,
+    UNGATED,
+    family_label,
+    group_label,
+    latex_escape,
+    problem_label,
+)
 
 MISSING = "missing"
 NOT_AVAILABLE = "n/a"
@@ -56,7 +65,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Cell | str]], 
         padded = [c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, align, strict=True)]
         return "| " + " | ".join(padded) + " |"
 
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1)) for w, a in zip(widths, align, strict=True)) + "|"
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
+                          for w, a in zip(widths, align, strict=True)) + "|"
     return "\n".join([line(header), rule, *(line(r) for r in text)]) + "\n"
 
 
@@ -144,8 +154,8 @@ def _absolute_cells(row, decimals) -> list[Cell]:
     if row.n_total == 0:
         return [Cell(MISSING)] * 3 + [Cell("0/0")]
     rmse = Cell(
-        triple(row.rmse_median, row.rmse_min, row.rmse_max, lambda x: format_number(x, decimals)) if row.n_used else NOT_AVAILABLE,
-        italic=bool(row.rmse_italic),
+        triple(row.rmse_median, row.rmse_min, row.rmse_max, lambda x: format_number(x, decimals))
+        if row.n_used else NOT_AVAILABLE, italic=bool(row.rmse_italic),
         bold=bool(row.rmse_bold),
     )
     cells = [rmse]
@@ -281,9 +291,9 @@ def hv_caption(problems: bool = False, others: bool = False) -> str:
     )
 
 
-OTHERS_HV_TEXT = ("Rows after EFX (factor sets with N or I): on the same scale, the reference point and the normalizing best "
-                  "condition being those of the paper's eight, so a value above 1 beats every gated condition of the paper's eight "
-                  "and the paper's rows keep the values they have without them.")
+OTHERS_HV_TEXT = ("Rows after EFX (factor sets with N or I): on the same scale, the reference point and the "
+                  "normalizing best condition being those of the paper's eight, so a value above 1 beats every gated "
+                  "condition of the paper's eight and the paper's rows keep the values they have without them.")
 
 
 def has_others(table: pd.DataFrame) -> bool:

@@ -14,4 +14,5 @@ from kanx.data.metrics import evaluate_members
 from kanx.data.registry import DATASETS, data_hash, load_dataset
 from kanx.data.scaling import Scaling, fit_scaling, stack_scalings
 
-__all__ = ["DATASETS", "Dataset", "data_hash", "Scaling", "evaluate_members", "fit_scaling", "load_dataset", "stack_scalings"]
+__all__ = ["DATASETS", "Dataset", "data_hash", "Scaling", "evaluate_members", "fit_scaling",
+           "load_dataset", "stack_scalings"]

@@ -59,7 +59,8 @@ def _checked(predict: Predict, n_outputs: int) -> Predict:
         out = predict(x)
         expected = (*x.shape[:-1], n_outputs)
         if tuple(out.shape) != expected:
-            raise ValueError(f"predict returned shape {tuple(out.shape)} for inputs {tuple(x.shape)}, expected {expected}")
+            raise ValueError(f"predict returned shape {tuple(out.shape)} for "
+                             f"inputs {tuple(x.shape)}, expected {expected}")
         return out
 
     return call
@@ -106,7 +107,8 @@ def evaluate_members(datasets: Sequence[Dataset], predict: Predict) -> list[dict
     if first.dynamical:
         one_step = metrics["test_rmse"]
         multi_step = rollout_rmse(predict, x_test, y_test, first.horizon, first.rollout_starts)
-        ladder = {h: rollout_rmse(predict, x_test, y_test, *rollout_plan(first.name, first.n_test, h, None)) for h in rollout_rungs(first.n_test)}
+        ladder = {h: rollout_rmse(predict, x_test, y_test, *rollout_plan(first.name, first.n_test, h, None))
+                  for h in rollout_rungs(first.n_test)}
         for m, row in enumerate(out):
             row.update(test_rmse=float(multi_step[m]), test_rmse_one_step=float(one_step[m]),
                        **{RECORD_ROLLOUT: {str(h): float(values[m]) for h, values in ladder.items()}})

@@ -43,7 +43,8 @@ _ROLLOUT = {"horizon": None, "n_rollouts": None}  # None, None: one rollout over
 
 def _function_specs() -> dict[str, DatasetSpec]:
     return {
-        name: DatasetSpec(name, synthetic.make_function_dataset, _FUNCTION_OPTIONS, f"{p.formula}, uniform on {p.domain}")
+        name: DatasetSpec(name, synthetic.make_function_dataset, _FUNCTION_OPTIONS,
+                          f"{p.formula}, uniform on {p.domain}")
         for name, p in synthetic.PROBLEMS.items()
     }
 
@@ -57,7 +58,8 @@ DATASETS: dict[str, DatasetSpec] = {
     ),
     "ecosystem": DatasetSpec(
         "ecosystem", dynamics.make_ecosystem,
-        {"n_train": 3000, "n_test": 750, "transient": 3000, "dt": 0.5, "extinction_threshold": 0.5, "max_draws": 50, **_ROLLOUT},
+        {"n_train": 3000, "n_test": 750, "transient": 3000, "dt": 0.5, "extinction_threshold": 0.5,
+         "max_draws": 50, **_ROLLOUT},
         "three-species food chain (K = 0.98), RK4 h = 0.1 sampled every dt, one-step pairs",
     ),
     "concrete": DatasetSpec(
@@ -155,7 +157,8 @@ def resolve_options(spec: DatasetSpec, options: Mapping[str, Any]) -> dict[str, 
     allowed = [*spec.defaults, *(o for o in SHARED_OPTIONS if o not in spec.defaults)]
     unknown = [k for k in options if k not in allowed]
     if unknown:
-        raise ConfigError(f"dataset {spec.name!r} has no option {', '.join(map(repr, unknown))}; its options are: {', '.join(allowed)}")
+        raise ConfigError(f"dataset {spec.name!r} has no option {', '.join(map(repr, unknown))}; its options are: "
+                          f"{', '.join(allowed)}")
     resolved = dict(spec.defaults)
     for key, value in options.items():
         if key not in spec.defaults:  # a shared option this dataset does not read
@@ -167,7 +170,8 @@ def resolve_options(spec: DatasetSpec, options: Mapping[str, Any]) -> dict[str, 
             resolved[key] = _CHECKS[key](value)
         except ValueError as expected:
             example = f"; the default is {key}={spec.defaults[key]!r}" if spec.defaults[key] is not None else ""
-            raise ConfigError(f"dataset {spec.name!r}: option {key}={value!r} is invalid, expected {expected}{example}") from None
+            raise ConfigError(f"dataset {spec.name!r}: option {key}={value!r} is "
+                              f"invalid, expected {expected}{example}") from None
     return resolved
 
 
@@ -185,10 +189,11 @@ def check_name(name: Any, loader: str) -> str:
     """The name a `loader` (e.g. csv) dataset is stored and reported under: a plain folder
     name that is not another registered dataset's."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigError(f"dataset name {name!r} is not a plain name (letters, digits, _ . + -, no spaces or slashes); "
-                          "give one with dataset.name=NAME, e.g. dataset.name=mydata")
+        raise ConfigError(f"dataset name {name!r} is not a plain name (letters, digits, _ . + -, no spaces or "
+                          "slashes); give one with dataset.name=NAME, e.g. dataset.name=mydata")
     if name != loader and name in DATASETS:
-        raise ConfigError(f"dataset name {name!r} is a registered dataset; name your {loader} table something else, e.g. dataset.name=my_{name}")
+        raise ConfigError(f"dataset name {name!r} is a registered dataset; name your {loader} table something else, "
+                          f"e.g. dataset.name=my_{name}")
     return name
 
 
@@ -232,5 +237,6 @@ def data_hash(ds: Dataset) -> str:
     if "sha256" in ds.provenance:
         return str(ds.provenance["sha256"])[:16]
     options = {k: v for k, v in ds.options.items() if OPTIONS_ADDED_LATER.get(k, _NONE) != v}
-    made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": options, "data_seed": ds.data_seed}
+    made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": options,
+            "data_seed": ds.data_seed}
     return hashlib.sha256(json.dumps(made, sort_keys=True, default=str).encode()).hexdigest()[:16]

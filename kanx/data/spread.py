@@ -48,7 +48,8 @@ def record_plans(dataset: Dataset) -> dict[str, tuple[int, tuple[int, ...]]]:
     """Every rollout metric a dynamical record holds, by its label in kanx.verdicts
     (``test_rmse``, ``rollout_rmse[h]``) -> its rollout plan (horizon, start indices), as
     kanx.data.metrics.evaluate_members computes it."""
-    plans = {f"{RECORD_ROLLOUT}[{h}]": rollout_plan(dataset.name, dataset.n_test, h, None) for h in rollout_rungs(dataset.n_test)}
+    plans = {f"{RECORD_ROLLOUT}[{h}]": rollout_plan(dataset.name, dataset.n_test, h, None)
+             for h in rollout_rungs(dataset.n_test)}
     assert dataset.horizon is not None  # a dynamical dataset's (kanx.data.Dataset checks it)
     return {"test_rmse": (dataset.horizon, tuple(dataset.rollout_starts)), **plans}
 

@@ -35,10 +35,12 @@ PROBLEMS: dict[str, Problem] = {
     ),
     "nguyen_f5": Problem("y = sin(x^2) cos(x) - 1", lambda x: np.sin(x**2) * np.cos(x) - 1.0, _UNIT),
     "nguyen_f6": Problem("y = sin(x) + sin(x + x^2)", lambda x: np.sin(x) + np.sin(x + x**2), _UNIT),
-    "nguyen_f7": Problem("y = log(x + 1) + log(x^2 + 1)", lambda x: np.log(x + 1.0) + np.log(x**2 + 1.0), ((0.0, 2.0),)),
+    "nguyen_f7": Problem("y = log(x + 1) + log(x^2 + 1)", lambda x: np.log(x + 1.0) + np.log(x**2 + 1.0),
+                         ((0.0, 2.0),)),
     "nguyen_f8": Problem("y = sqrt(x)", lambda x: np.sqrt(x), ((0.0, 4.0),)),
     "nguyen_f9": Problem("z = sin(x) + sin(y^2)", lambda x, y: np.sin(x) + np.sin(y**2), ((-1.0, 1.0), (-1.0, 1.0))),
-    "nguyen_f10": Problem("z = 2 sin(x) cos(y)", lambda x, y: 2.0 * np.sin(x) * np.cos(y), ((-np.pi, np.pi), (-np.pi, np.pi))),
+    "nguyen_f10": Problem("z = 2 sin(x) cos(y)", lambda x, y: 2.0 * np.sin(x) * np.cos(y),
+                          ((-np.pi, np.pi), (-np.pi, np.pi))),
 }
 
 

@@ -71,15 +71,17 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
         # pandas renames a repeated name ("a", "a" -> "a", "a.1"): read the header as written
         header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
     except (OSError, ValueError) as err:  # ParserError, EmptyDataError, UnicodeDecodeError
-        raise DataError(f"{path}: cannot be read as a CSV table ({_first_line(err)}); expected a comma-separated table with a header row") from None
+        raise DataError(f"{path}: cannot be read as a CSV table ({_first_line(err)}); "
+                        "expected a comma-separated table with a header row") from None
     repeated = [name for name in dict.fromkeys(header) if name and header.count(name) > 1]
     if repeated:
-        raise DataError(f"{path}: the header names the column{'s' if len(repeated) > 1 else ''} {', '.join(map(repr, repeated))} more than once; "
-                        "give every column its own name")
+        raise DataError(f"{path}: the header names the column{'s' if len(repeated) > 1 else ''} "
+                        f"{', '.join(map(repr, repeated))} more than once; give every column its own name")
     return df
 
 
-def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str = "fix or remove that row") -> np.ndarray:
+def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path,
+                  fix: str = "fix or remove that row") -> np.ndarray:
     """The given columns as a float64 array (n, len(columns)), or a DataError naming the
     first non-numeric, missing, infinite or beyond-float32 value (data rows count from 1
     below the header)."""
@@ -90,10 +92,12 @@ def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str
         bad = values.isna() & raw.notna()
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise DataError(f"{path}: column {col!r} has the non-numeric value {raw.iloc[row]!r} in data row {row + 1}; expected numbers only; {fix}")
+            raise DataError(f"{path}: column {col!r} has the non-numeric value {raw.iloc[row]!r} in data row "
+                            f"{row + 1}; expected numbers only; {fix}")
         if values.isna().any():
             row = int(np.flatnonzero(values.isna().to_numpy())[0])
-            raise DataError(f"{path}: column {col!r} has {int(values.isna().sum())} missing values (first in data row {row + 1}); {fix}")
+            raise DataError(f"{path}: column {col!r} has {int(values.isna().sum())} "
+                            f"missing values (first in data row {row + 1}); {fix}")
         out[:, j] = values.to_numpy(dtype=np.float64)
         # The model trains in float32, where such a value is infinite; far beyond (1e300) even the
         # float64 standardization overflows (its variance) and flattens the column to zeros.
@@ -101,20 +105,23 @@ def numeric_block(df: pd.DataFrame, columns: Sequence[str], path: Path, fix: str
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
             what = "the value" if np.isfinite(out[row, j]) else "the non-finite value"
-            raise DataError(f"{path}: column {col!r} has {what} {out[row, j]:g} in data row {row + 1}; expected finite numbers within "
-                            f"float32's range (|value| <= {FLOAT32_MAX:.4g}), in which kanx trains; {fix}")
+            raise DataError(f"{path}: column {col!r} has {what} {out[row, j]:g} in data row "
+                            f"{row + 1}; expected finite numbers within float32's range "
+                            f"(|value| <= {FLOAT32_MAX:.4g}), in which kanx trains; {fix}")
     return out
 
 
 def check_table(df: pd.DataFrame, source: TableSource, path: Path) -> np.ndarray:
     """The table's columns (in source.columns order) as float64, after the structural
     checks: columns present, row count, numbers only, no NaN, values in range."""
-    fix = f"replace it with a good copy of the UCI {source.title} table ({source.url}), or remove it so that kanx looks elsewhere"
+    fix = (f"replace it with a good copy of the UCI {source.title} table "
+           f"({source.url}), or remove it so that kanx looks elsewhere")
     missing = [c for c in source.columns if c not in df.columns]
     if missing:
         raise DataError(f"{path}: missing columns {missing}; expected the columns {source.columns}; {fix}")
     if len(df) != source.n_rows:
-        raise DataError(f"{path}: has {len(df)} data rows, expected {source.n_rows} (truncated or another table?); {fix}")
+        raise DataError(f"{path}: has {len(df)} data rows, expected "
+                        f"{source.n_rows} (truncated or another table?); {fix}")
     values = numeric_block(df, source.columns, path, fix)
     for j, col in enumerate(source.columns):
         low, high = source.ranges[col]
@@ -124,7 +131,8 @@ def check_table(df: pd.DataFrame, source: TableSource, path: Path) -> np.ndarray
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
             kind = "an integer" if col in source.integer_columns else "a number"
-            raise DataError(f"{path}: column {col!r} has {values[row, j]:g} in data row {row + 1}, expected {kind} in [{low}, {high}] (corrupted?); {fix}")
+            raise DataError(f"{path}: column {col!r} has {values[row, j]:g} in data row {row + 1}, expected {kind} in "
+                            f"[{low}, {high}] (corrupted?); {fix}")
     return values
 
 
@@ -135,8 +143,10 @@ def load_table(source: TableSource, path: Path, fmt: str) -> tuple[np.ndarray, d
     df = read_csv(path) if fmt == "normalized" else source.read_official(path)
     values = check_table(df, source, path)
     if digest != reference:
-        log.info(f"{path}: not the reference copy (sha256 {digest[:12]}...), but it passed the row, column and range checks")
-    return values, {"file": str(path), "format": fmt, "sha256": digest, "reference_copy": digest == reference, "reference_sha256": reference}
+        log.info(f"{path}: not the reference copy (sha256 {digest[:12]}...), "
+                 "but it passed the row, column and range checks")
+    return values, {"file": str(path), "format": fmt, "sha256": digest, "reference_copy": digest == reference,
+                    "reference_sha256": reference}
 
 
 def _first_line(err: BaseException) -> str:
@@ -153,8 +163,8 @@ def concrete_from_official(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
     names = list(CONCRETE.ranges)
     headers = [str(h).lower() for h in raw.columns]
     if len(headers) != len(names) or not all(w in h for w, h in zip(_CONCRETE_HEADER_WORDS, headers, strict=True)):
-        raise DataError(f"{path}: header {list(raw.columns)} is not the UCI Concrete_Data.xls header "
-                        f"(9 columns: {', '.join(_CONCRETE_HEADER_WORDS)}); use the official file or the normalized concrete.csv")
+        raise DataError(f"{path}: header {list(raw.columns)} is not the UCI Concrete_Data.xls header (9 columns: "
+                        f"{', '.join(_CONCRETE_HEADER_WORDS)}); use the official file or the normalized concrete.csv")
     return raw.set_axis(names, axis=1)
 
 
@@ -162,9 +172,11 @@ def _read_concrete_xls(path: Path) -> pd.DataFrame:
     try:
         raw = pd.read_excel(path, sheet_name=0, engine="xlrd")
     except ImportError:
-        raise DataError(f"{path}: reading the official .xls needs the xlrd package; pip install xlrd, or use the normalized concrete.csv") from None
+        raise DataError(f"{path}: reading the official .xls needs the xlrd package; pip install xlrd, or use the "
+                        "normalized concrete.csv") from None
     except Exception as err:  # xlrd raises its own errors for damaged workbooks
-        raise DataError(f"{path}: cannot be read as an Excel .xls workbook ({_first_line(err)}); replace it with the official Concrete_Data.xls") from None
+        raise DataError(f"{path}: cannot be read as an Excel .xls workbook ({_first_line(err)}); replace it with the "
+                        "official Concrete_Data.xls") from None
     return concrete_from_official(raw, path)
 
 
@@ -176,8 +188,8 @@ def superconductor_from_official(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
     names = list(SUPERCONDUCTOR.ranges)
     missing = [c for c in names if c not in raw.columns]
     if len(raw.columns) != SUPERCONDUCTOR_OFFICIAL_COLUMNS or missing:
-        raise DataError(f"{path}: has {len(raw.columns)} columns (missing {missing}); expected the 82 columns of the UCI "
-                        "superconductivity train.csv; use the official file or the normalized superconductor.csv")
+        raise DataError(f"{path}: has {len(raw.columns)} columns (missing {missing}); expected the 82 columns of the "
+                        "UCI superconductivity train.csv; use the official file or the normalized superconductor.csv")
     return raw[names]
 
 
@@ -242,8 +254,8 @@ def search_dirs(source: TableSource, data_dir: str | os.PathLike | None) -> list
         folder = Path(given).expanduser()
         if not folder.is_dir():
             what = "is a file, not a folder" if folder.exists() else "does not exist"
-            raise DataError(f"data folder {folder} ({_origin(data_dir, env)}) {what}; set {_origin_key(data_dir, env)} to the folder that "
-                            f"holds {source.normalized_file} or {source.official_file}")
+            raise DataError(f"data folder {folder} ({_origin(data_dir, env)}) {what}; set {_origin_key(data_dir, env)} "
+                            f"to the folder that holds {source.normalized_file} or {source.official_file}")
         dirs.insert(0, folder)
     return dirs
 
@@ -255,7 +267,8 @@ def _from_env(data_dir, env: str | None) -> bool:
 
 
 def _origin(data_dir, env: str | None) -> str:
-    return f"from the environment variable KANX_DATA_DIR={env}" if _from_env(data_dir, env) else f"from the option data_dir={data_dir}"
+    return (f"from the environment variable KANX_DATA_DIR={env}" if _from_env(data_dir, env)
+            else f"from the option data_dir={data_dir}")
 
 
 def _origin_key(data_dir, env: str | None) -> str:
@@ -310,7 +323,8 @@ def fetch(source: TableSource, searched: Sequence[Path]) -> Path:
             member = next(m for m in z.namelist() if Path(m).name == source.official_file)
             content = z.read(member)
     except (zipfile.BadZipFile, StopIteration):
-        raise DataError(f"{source.url}: the download is not a zip archive holding {source.official_file}; {by_hand}") from None
+        raise DataError(f"{source.url}: the download is not a zip archive "
+                        f"holding {source.official_file}; {by_hand}") from None
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(f"{target.name}.part{os.getpid()}")
     part.write_bytes(content)
@@ -328,7 +342,8 @@ def fetch(source: TableSource, searched: Sequence[Path]) -> Path:
 def random_split(n_rows: int, n_train: int, n_test: int, data_seed: int, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Row indices of a random train/test split, drawn without replacement by data_seed."""
     if n_train + n_test > n_rows:
-        raise ConfigError(f"{what}: n_train + n_test = {n_train} + {n_test} is more than its {n_rows} rows; lower n_train or n_test")
+        raise ConfigError(f"{what}: n_train + n_test = {n_train} + {n_test} is "
+                          f"more than its {n_rows} rows; lower n_train or n_test")
     order = np.random.default_rng(data_seed).permutation(n_rows)
     return order[:n_train], order[n_train:n_train + n_test]
 
@@ -386,7 +401,8 @@ def _default_features(df: pd.DataFrame, targets: Sequence[str]) -> list[str]:
     return [c for c in df.columns if c not in targets and numeric(c)]
 
 
-def _csv_sizes(n_rows: int, test_fraction: float, n_train: int | None, n_test: int | None, file: Path) -> tuple[int, int]:
+def _csv_sizes(n_rows: int, test_fraction: float, n_train: int | None, n_test: int | None,
+               file: Path) -> tuple[int, int]:
     """Split sizes: test_fraction of the rows (at least 1) unless n_train / n_test are given;
     a size left out takes the remaining rows."""
     if n_train is None and n_test is None:
@@ -396,8 +412,8 @@ def _csv_sizes(n_rows: int, test_fraction: float, n_train: int | None, n_test: i
     if n_test is None:
         n_test = n_rows - n_train
     if n_train < 2 or n_test < 1 or n_train + n_test > n_rows:
-        raise DataError(f"{file}: {n_rows} data rows cannot give {n_train} training and {n_test} test rows; need at least "
-                        "2 training and 1 test row (add rows, or change test_fraction, n_train or n_test)")
+        raise DataError(f"{file}: {n_rows} data rows cannot give {n_train} training and {n_test} test rows; need at "
+                        "least 2 training and 1 test row (add rows, or change test_fraction, n_train or n_test)")
     return n_train, n_test
 
 
@@ -408,23 +424,27 @@ def make_csv(
     """Your own numeric table: predict `target` from `features` (default: every other
     numeric column), random split by data_seed (test_fraction, or n_train / n_test)."""
     if path is None or target is None:
-        raise ConfigError("dataset 'csv' needs path=FILE and target=COLUMN, e.g. dataset.path=data.csv dataset.target=y")
+        raise ConfigError("dataset 'csv' needs path=FILE and target=COLUMN, "
+                          "e.g. dataset.path=data.csv dataset.target=y")
     file = Path(path).expanduser().absolute()
     fix = f"option path={path!r} must name a CSV table with a header row"
     if not file_there(file, fix):
         raise DataError(f"{file}: no such file (option path={path!r}); give the path to a CSV table with a header row")
     df = read_csv(file)
     if len(df) == 0:  # else it reads as "no numeric column": an empty column holds no number
-        raise DataError(f"{file}: has a header row ({', '.join(map(str, df.columns))}) but no rows of data; add data rows below the header")
+        raise DataError(f"{file}: has a header row ({', '.join(map(str, df.columns))}) but no rows of data; add data "
+                        "rows below the header")
     targets = [target] if isinstance(target, str) else list(target)
     missing = [c for c in [*targets, *(features or [])] if c not in df.columns]
     if missing:
         raise DataError(f"{file}: no column {', '.join(map(repr, missing))}; the columns are {list(df.columns)}")
     features = _default_features(df, targets) if features is None else list(features)
     if set(features) & set(targets):
-        raise ConfigError(f"dataset 'csv': features {features} must not include the target {targets}; leave the target out of features")
+        raise ConfigError(f"dataset 'csv': features {features} must not include "
+                          f"the target {targets}; leave the target out of features")
     if not features:
-        raise DataError(f"{file}: no numeric column besides the target {targets} to use as input; the columns are {list(df.columns)}")
+        raise DataError(f"{file}: no numeric column besides the target {targets} "
+                        f"to use as input; the columns are {list(df.columns)}")
     n_train, n_test = _csv_sizes(len(df), test_fraction, n_train, n_test, file)
     x, y = numeric_block(df, features, file), numeric_block(df, targets, file)
     train, test = random_split(len(df), n_train, n_test, data_seed, f"{name} ({file})")

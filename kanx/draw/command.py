@@ -17,7 +17,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = ArgumentParser(prog=prog("kanx.draw"), description="Draw a trained gated KAN (the paper's Fig. 1 style).")
     p.add_argument("run_dir", help="a finished run's directory (record.json, done, model.pt)")
     p.add_argument("--out", help="output file stem (default: RUN_DIR/drawing)")
-    p.add_argument("--formats", default=",".join(FORMATS), help="comma-separated, from png,pdf,svg (default: all three)")
+    p.add_argument("--formats", default=",".join(FORMATS),
+                   help="comma-separated, from png,pdf,svg (default: all three)")
     p.add_argument("--show-closed", action="store_true", help="also draw closed and non-contributing edges, faintly")
     p.add_argument("--dpi", type=int, default=150, help="PNG resolution (default 150)")
     args = p.parse_args(argv)

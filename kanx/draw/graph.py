@@ -97,7 +97,9 @@ def plan(run) -> Drawing:
     ranges, source = node_ranges(run)
     pi = model.exit_probs()[0].detach().numpy() if model.condition.exits else None
     metrics = run.record.get("metrics") or {}
-    d = Drawing(_edge_table(model, roles), roles, ranges, source, pi, int(model.selected_exit()[0]), metrics.get("contributing_edges"))
+    d = Drawing(_edge_table(model, roles), roles, ranges, source, pi, int(model.selected_exit()[0]),
+                metrics.get("contributing_edges"))
     if d.record_contributing_edges is not None and d.record_contributing_edges != d.contributing_edges:
-        d.notes.append(f"record says {d.record_contributing_edges} contributing edges, the model's trace {d.contributing_edges}")
+        d.notes.append(f"record says {d.record_contributing_edges} contributing edges, the model's trace "
+                       f"{d.contributing_edges}")
     return d

@@ -49,7 +49,8 @@ def _title(run, d: Drawing) -> tuple[str, str]:
     parts = []
     if isinstance(metrics.get("test_rmse"), int | float):
         parts.append(f"test RMSE {metrics['test_rmse']:.3g}")
-    parts.append(f"{d.contributing_edges} contributing edges" + (f" ({n_path} on paths + {n_bias} bias)" if n_bias else ""))
+    parts.append(f"{d.contributing_edges} contributing edges"
+                 + (f" ({n_path} on paths + {n_bias} bias)" if n_bias else ""))
     parts.append(f"depth {d.roles.depth}")
     if run.model.condition.exits:
         parts.append(f"exit {d.selected_exit}")
@@ -86,7 +87,8 @@ def _prepare(run_or_dir, legend: bool, max_plots: int) -> _Prepared:
         d.notes.append(f"{len(d.drawn)} contributing edges: activation plots left out (max_plots={max_plots})")
     lay = _layout(model, d.drawn if plots else [])
     left, right = lay.extent()
-    side = [lay.nodes[("y", k, p)][0] for k in range(model.L) if model.head_out[k] and model.condition.exits for p in range(model.n_out)]
+    side = [lay.nodes[("y", k, p)][0] for k in range(model.L) if model.head_out[k] and model.condition.exits
+            for p in range(model.n_out)]
     x0, x1 = left - BOX_W / 2 - 0.5, max(right + BOX_W / 2 + 0.6, max(side, default=right) + 2.3)
     # Input labels that would run into each other are turned.
     names = _input_names(run)
@@ -137,13 +139,15 @@ def _render(prep: _Prepared, ax, show_closed: bool, title: bool | str, legend: b
     if show_closed:
         for e in d.hidden:
             (xa, ya), (xb, yb) = pos[e.src], pos[e.dst]
-            ax.plot([xa, xb], [ya, yb], color=_edge_color(e), alpha=0.22, lw=0.6 * scale, ls=":", zorder=1, gid=e.gid + ":line")
+            ax.plot([xa, xb], [ya, yb], color=_edge_color(e), alpha=0.22, lw=0.6 * scale, ls=":",
+                    zorder=1, gid=e.gid + ":line")
 
     # Contributing edges: source -> plot -> destination, then the plot.
     bias_labels = len({e.component for e in shown if e.role == "bias"}) > 1
     for e in shown if not prep.plots else []:
         (xa, ya), (xb, yb) = pos[e.src], pos[e.dst]
-        ax.plot([xa, xb], [ya, yb], color=_edge_color(e), lw=0.7 * scale, ls="--" if e.role == "bias" else "-", zorder=2, gid=e.gid + ":line")
+        ax.plot([xa, xb], [ya, yb], color=_edge_color(e), lw=0.7 * scale, ls="--" if e.role == "bias" else "-",
+                zorder=2, gid=e.gid + ":line")
     for e in shown if prep.plots else []:
         (xb, yb), (bx, by) = pos[e.dst], boxes[e]
         color, ls, lw = _edge_color(e), ("--" if e.role == "bias" else "-"), 1.1 * scale
@@ -152,7 +156,8 @@ def _render(prep: _Prepared, ax, show_closed: bool, title: bool | str, legend: b
         _edge_plot(ax, e, (bx, by), curves, d, color, scale, fs)
         if e.role == "bias":
             label = f"bias {e.component + 1}" if bias_labels else "bias"
-            ax.text(bx + BOX_W / 2 + 0.05, by + BOX_H / 2, label, color=COLORS["bias"], fontsize=fs(7), ha="left", va="top", style="italic", zorder=4)
+            ax.text(bx + BOX_W / 2 + 0.05, by + BOX_H / 2, label, color=COLORS["bias"], fontsize=fs(7), ha="left",
+                    va="top", style="italic", zorder=4)
 
     # Nodes.
     X = model.condition.exits
@@ -161,31 +166,36 @@ def _render(prep: _Prepared, ax, show_closed: bool, title: bool | str, legend: b
         selected = is_exit and key[1] == d.selected_exit
         on = key in used or (key[0] == "x" and key[1] == 0) or selected
         face = (COLORS["exit"] if X else COLORS["trunk"]) if is_exit else (COLORS["trunk"] if on else "white")
-        ax.add_patch(Circle((x, y), NODE_R, facecolor=face, edgecolor=face if is_exit else COLORS["trunk"], lw=0.9 * scale,
-                            alpha=1.0 if on else 0.35, zorder=5))
+        ax.add_patch(Circle((x, y), NODE_R, facecolor=face, edgecolor=face if is_exit else COLORS["trunk"],
+                            lw=0.9 * scale, alpha=1.0 if on else 0.35, zorder=5))
         if selected and X:
-            ax.add_patch(Circle((x, y), NODE_R * 2.0, facecolor="none", edgecolor=COLORS["exit"], lw=1.6 * scale, zorder=5))
+            ax.add_patch(Circle((x, y), NODE_R * 2.0, facecolor="none", edgecolor=COLORS["exit"],
+                                lw=1.6 * scale, zorder=5))
         if key[0] == "x" and key[1] == 0:
             turned = prep.label_rotation != 0
-            ax.text(x, y - NODE_R - 0.12, names[key[2]], ha="right" if turned else "center", va="top", fontsize=fs(9 if turned else 11),
-                    rotation=prep.label_rotation, rotation_mode="anchor", zorder=6)
+            ax.text(x, y - NODE_R - 0.12, names[key[2]], ha="right" if turned else "center", va="top",
+                    fontsize=fs(9 if turned else 11), rotation=prep.label_rotation, rotation_mode="anchor", zorder=6)
         elif is_exit:
             name = run.output_names[key[2]] if key[2] < len(run.output_names) else f"y{key[2]}"
             final = key[1] == model.L - 1
-            text = f"{name}, exit {key[1]}\nπ = {float(d.pi[key[1]]):.2f}" + ("\nselected" if selected else "") if X else name
+            text = (f"{name}, exit {key[1]}\nπ = {float(d.pi[key[1]]):.2f}" + ("\nselected" if selected else "") if X
+                    else name)
             beside = X or not final  # exit labels (with pi) to the right
-            tx, ty, ha, va = (x + NODE_R * 2.3, y, "left", "center") if beside else (x, y + NODE_R + 0.14, "center", "bottom")
-            ax.text(tx, ty, text, ha=ha, va=va, fontsize=fs(8.5 if X else 10), zorder=6, color=COLORS["exit"] if X else "black",
+            tx, ty, ha, va = ((x + NODE_R * 2.3, y, "left", "center") if beside
+                              else (x, y + NODE_R + 0.14, "center", "bottom"))
+            ax.text(tx, ty, text, ha=ha, va=va, fontsize=fs(8.5 if X else 10), zorder=6,
+                    color=COLORS["exit"] if X else "black",
                     alpha=1.0 if (selected or not X) else 0.6, fontweight="bold" if selected and X else "normal")
 
     if title:
         ax.set_title(title if isinstance(title, str) else "\n".join(_title(run, d)), fontsize=fs(9.5), loc="center")
     notes = ([] if d.range_source == "training data" else [f"edge plots over the {d.range_source}"]) + d.notes
     if notes:
-        ax.text(0.0, 1.0, "\n".join(notes), transform=ax.transAxes, fontsize=fs(6.5), color="firebrick", ha="left", va="top")
+        ax.text(0.0, 1.0, "\n".join(notes), transform=ax.transAxes, fontsize=fs(6.5), color="firebrick", ha="left",
+                va="top")
     if legend:
-        ax.legend(handles=_legend_handles([(model, d)], show_closed), loc="lower center", ncol=3, fontsize=fs(7.5), frameon=False,
-                  handlelength=1.8, borderaxespad=0.0, columnspacing=1.2)
+        ax.legend(handles=_legend_handles([(model, d)], show_closed), loc="lower center", ncol=3,
+                  fontsize=fs(7.5), frameon=False, handlelength=1.8, borderaxespad=0.0, columnspacing=1.2)
 
 
 def _edge_plot(ax, e: EdgeInfo, centre: tuple[float, float], curves, d: Drawing, color: str, scale: float, fs) -> None:
@@ -196,12 +206,14 @@ def _edge_plot(ax, e: EdgeInfo, centre: tuple[float, float], curves, d: Drawing,
     inset.set_gid(e.gid + ":plot")
     src_lo, src_hi = d.node_ranges[e.src]
     if not (np.isfinite(xs).all() and np.isfinite(ys).all()):  # a diverged model
-        inset.text(0.5, 0.5, "non-finite", transform=inset.transAxes, ha="center", va="center", fontsize=fs(6.5), color="firebrick")
+        inset.text(0.5, 0.5, "non-finite", transform=inset.transAxes, ha="center", va="center",
+                   fontsize=fs(6.5), color="firebrick")
     elif src_hi - src_lo < 1e-12:  # a constant source (every bias term): the edge adds a constant
         value = float(ys[0])
         inset.axhline(value, color=color, lw=1.3 * scale)
         inset.set_ylim(value - 1.0, value + 1.0)
-        inset.text(0.5, 0.12, f"{value:+.3g}", transform=inset.transAxes, ha="center", va="bottom", fontsize=fs(7.5), color=color)
+        inset.text(0.5, 0.12, f"{value:+.3g}", transform=inset.transAxes, ha="center", va="bottom",
+                   fontsize=fs(7.5), color=color)
     else:
         inset.plot(xs, ys, color=color, lw=1.3 * scale)
         lo, hi = float(ys.min()), float(ys.max())
@@ -260,8 +272,8 @@ def _short_title(run, d: Drawing) -> str:
     return head + "\n" + " · ".join(parts)
 
 
-def draw_grid(runs: Sequence, ncols: int = 4, show_closed: bool = False, title: str | None = None, inch_per_unit: float = 0.5,
-              max_plots: int = MAX_PLOTS) -> tuple[Figure, list[Drawing]]:
+def draw_grid(runs: Sequence, ncols: int = 4, show_closed: bool = False, title: str | None = None,
+              inch_per_unit: float = 0.5, max_plots: int = MAX_PLOTS) -> tuple[Figure, list[Drawing]]:
     """Several runs in one figure (e.g. the eight conditions as 2 x 4), one panel each, at
     one common scale, with one legend. ``runs``: run directories or TrainedRuns. Returns the
     Figure and each panel's Drawing."""
@@ -280,5 +292,6 @@ def draw_grid(runs: Sequence, ncols: int = 4, show_closed: bool = False, title: 
     if title:
         fig.suptitle(title, y=1 - 0.12 / H, va="top", fontsize=13)
     handles = _legend_handles([(p.run.model, p.d) for p in preps], show_closed)
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9.5, frameon=False, bbox_to_anchor=(0.5, 0.05 / H))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9.5, frameon=False,
+               bbox_to_anchor=(0.5, 0.05 / H))
     return fig, [p.d for p in preps]

@@ -41,7 +41,8 @@ def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
                 ranges[source_node(model, k, i)] = (float(lo[i]), float(hi[i]))
         source = "training data"
     except Exception as e:  # whatever the failure, fall back to the grid
-        warnings.warn(f"kanx.draw: cannot rebuild the training data ({type(e).__name__}: {e}); drawing edges over their grid range", stacklevel=2)
+        warnings.warn(f"kanx.draw: cannot rebuild the training data ({type(e).__name__}: "
+                      f"{e}); drawing edges over their grid range", stacklevel=2)
         source = "spline grid (training data unavailable)"
     K = model.spec.spline_order
     for k, stage in enumerate(model.stages):
@@ -53,7 +54,8 @@ def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
 
 
 @torch.no_grad()
-def edge_curves(model: GatedKAN, ranges: dict[NodeKey, tuple[float, float]], estimator: str = "threshold", n: int = CURVE_POINTS):
+def edge_curves(model: GatedKAN, ranges: dict[NodeKey, tuple[float, float]], estimator: str = "threshold",
+                n: int = CURVE_POINTS):
     """Per stage (xs (I, n), ys (I, O, n)): z * phi(x) of every edge over its source's range,
     phi(x) = scale_base silu(x) + scale_sp spline(x), z the inference gate."""
     gates = model.split_edges(trained_inference_gates(model, estimator))

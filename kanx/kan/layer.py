@@ -70,7 +70,9 @@ class KANLayer(nn.Module):
         assert x.dim() == 3 and x.shape[0] == M and x.shape[2] == I, \
             f"inputs {tuple(x.shape)} are not (M={M}, B, I={I})"
         assert gate.shape == (M, I, O), f"gates {tuple(gate.shape)} are not (M={M}, I={I}, O={O})"
-        w = torch.cat([(gate * self.scale_base).unsqueeze(1), (gate * self.scale_sp).unsqueeze(1) * self.coef.permute(0, 3, 1, 2)], dim=1)  # (M, 1+C, I, O)
+        # (M, 1+C, I, O)
+        w = torch.cat([(gate * self.scale_base).unsqueeze(1),
+                       (gate * self.scale_sp).unsqueeze(1) * self.coef.permute(0, 3, 1, 2)], dim=1)
         return kan_matmul(x, self.grid, w, self.K, self.compiled and torch.is_grad_enabled())
 
     def edge_spline(self, x: torch.Tensor) -> torch.Tensor:

@@ -129,7 +129,8 @@ class MemberLayout(nn.Module):
                 own[m, self.flat_index(c)] = 1.0
             self.register_buffer("own_edges", own, persistent=False)
             for flag in (*FLAGGED, *mechanisms.MECHANISMS):
-                self.register_buffer(f"has_{flag}", torch.tensor([getattr(c, flag) for c in conditions]), persistent=False)
+                self.register_buffer(f"has_{flag}", torch.tensor([getattr(c, flag) for c in conditions]),
+                                     persistent=False)
         self._node_layout(dtype)
         egate, exits = self._own_noise_indices()
         self.register_buffer("egate_index", egate, persistent=False)
@@ -161,7 +162,8 @@ class MemberLayout(nn.Module):
     def split_edges(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """(M, n_edges) -> per stage (M, I_k, O_k)."""
         sizes = [i * o for i, o in self.edge_shapes]
-        return [t.reshape(t.shape[0], i, o) for t, (i, o) in zip(flat.split(sizes, dim=-1), self.edge_shapes, strict=True)]
+        return [t.reshape(t.shape[0], i, o) for t, (i, o) in zip(flat.split(sizes, dim=-1),
+                                                                 self.edge_shapes, strict=True)]
 
     def edge_mask(self, fc_enabled: bool) -> torch.Tensor:
         """1 where an edge exists now: (n_edges,), or (M, n_edges) in a mixed pack, where a
@@ -200,7 +202,9 @@ class MemberLayout(nn.Module):
             dst.append(cols.repeat(n_in))
         self.register_buffer("edge_src", torch.cat(src), persistent=False)
         self.register_buffer("edge_dst", torch.cat(dst), persistent=False)
-        self.register_buffer("edge_stage", torch.cat([torch.full((i * o,), k) for k, (i, o) in enumerate(self.edge_shapes)]), persistent=False)
+        self.register_buffer("edge_stage",
+                             torch.cat([torch.full((i * o,), k) for k, (i, o) in enumerate(self.edge_shapes)]),
+                             persistent=False)
         # 1 for an exit head's column (the final layer's included): C^h of Eq. (reachability-mdl-compact)
         self.register_buffer("edge_head", (self.edge_dst == self.n_nodes).to(dtype), persistent=False)
         if self.condition.node_gated:
@@ -238,7 +242,8 @@ class MemberLayout(nn.Module):
         mechanism = mechanisms.owner(name)
         if mechanism is not None:
             return getattr(c, mechanism.flag)
-        return (name != "exit_logits" or c.exits) and (name != "alpha" or c.edge_gates or not params_only) and (name != "node_alpha" or c.node_gated)
+        return ((name != "exit_logits" or c.exits) and (name != "alpha" or c.edge_gates or not params_only)
+                and (name != "node_alpha" or c.node_gated))
 
     def member_names(self, names: Sequence[str], m: int, params_only: bool = False) -> list[str]:
         """Those of ``names`` (a state dict's, or the parameters' in order with ``params_only``)

@@ -79,7 +79,8 @@ class GatedKAN(nn.Module):
     exit_logits: torch.Tensor
     node_alpha: torch.Tensor
 
-    def __init__(self, spec: KANSpec, condition: Condition | Sequence[Condition], seeds: Sequence[int], dtype=torch.float32):
+    def __init__(self, spec: KANSpec, condition: Condition | Sequence[Condition],
+                 seeds: Sequence[int], dtype=torch.float32):
         super().__init__()
         conditions = [condition] * len(seeds) if isinstance(condition, Condition) else list(condition)
         self.members = members = MemberLayout(spec.width, conditions, dtype)
@@ -89,7 +90,8 @@ class GatedKAN(nn.Module):
         self.fc_enabled = self.condition.forward  # switched off during the FC warmup by the trainer
         self.stages = nn.ModuleList(KANLayer(self.M, n_in, n_out, spec, dtype) for n_in, n_out in self.edge_shapes)
 
-        alpha = torch.full((self.M, self.n_edges), float(spec.gate_init_alpha if self.condition.edge_gates else ALPHA_OPEN), dtype=dtype)
+        alpha = torch.full((self.M, self.n_edges),
+                           float(spec.gate_init_alpha if self.condition.edge_gates else ALPHA_OPEN), dtype=dtype)
         if members.mixed:
             alpha[~members.has_edge_gates] = ALPHA_OPEN
         if self.condition.edge_gates:
@@ -299,9 +301,10 @@ class GatedKAN(nn.Module):
     def forward(self, x: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
         """x = x^(0) (M, B, n_0), egates z (M, n_edges) -> the outputs y^(k) of every exit (M, E, B, n_L).
 
-        Stage k is the gated layer of Eq. (gated-layer-update) (the egates given, node gates folded in: GatedKAN.sample_gates) on x_cat^(k):
-        its columns are the next trunk layer x^(k+1) and exit head k's output y^(k). Without F
-        and X this is the composition of Eq. (kan-full-composition), with y^(L-1) the output."""
+        Stage k is the gated layer of Eq. (gated-layer-update) (the egates given, node gates
+        folded in: GatedKAN.sample_gates) on x_cat^(k): its columns are the next trunk layer
+        x^(k+1) and exit head k's output y^(k). Without F and X this is the composition of Eq.
+        (kan-full-composition), with y^(L-1) the output."""
         self._check_shapes(x, gates)
         outputs, trunk = [], [x]
         for k, (stage, z) in enumerate(zip(self.stages, self.split_edges(gates), strict=True)):

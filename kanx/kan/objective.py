@@ -43,7 +43,8 @@ class Costs:
     @property
     def weighted(self) -> bool:
         """Whether any edge's factor differs from 1 (else L_C takes the paper's plain sums)."""
-        return (self.trunk, self.forward, self.head) != (1.0, 1.0, 1.0) or any(v != 1.0 for v in (*(self.layers or ()), *(self.inputs or ())))
+        return ((self.trunk, self.forward, self.head) != (1.0, 1.0, 1.0)
+                or any(v != 1.0 for v in (*(self.layers or ()), *(self.inputs or ()))))
 
 
 def edge_weights(model: GatedKAN, costs: Costs) -> torch.Tensor:

@@ -68,7 +68,8 @@ def _cox_de_boor(x: torch.Tensor, g: torch.Tensor, K: int, with_derivative: bool
         inv_right = _safe_reciprocal(g[..., p + 1 :] - g[..., 1:-p])
         if with_derivative and p == K:
             deriv = K * (inv_left * basis[..., :-1] - inv_right * basis[..., 1:])
-        basis = (x - g[..., : -(p + 1)]) * inv_left * basis[..., :-1] + (g[..., p + 1 :] - x) * inv_right * basis[..., 1:]
+        basis = ((x - g[..., : -(p + 1)]) * inv_left * basis[..., :-1]
+                 + (g[..., p + 1 :] - x) * inv_right * basis[..., 1:])
     return basis, deriv
 
 

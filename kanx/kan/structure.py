@@ -116,7 +116,8 @@ def _backward_forward(width: Sequence[int], forward: bool, open_edges: Sequence[
     return out, depth, exit_k
 
 
-def trace(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None = None) -> Structure:
+def trace(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray],
+          exit_k: int | None = None) -> Structure:
     """Backward-forward trace of one member.
 
     open_edges[k]: bool (I_k, O_k) open edges of stage k (columns [trunk | head], as in
@@ -155,7 +156,8 @@ class EdgeRoles:
         return int(sum(int(p.sum()) for p in self.path)) + self.n_bias_components
 
 
-def edge_roles(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray], exit_k: int | None = None) -> EdgeRoles:
+def edge_roles(width: Sequence[int], forward: bool, open_edges: Sequence[np.ndarray],
+               exit_k: int | None = None) -> EdgeRoles:
     """The edges behind trace()'s counts: path edges and bias edges (with their component),
     from the same backward-forward pass. Arguments as trace()."""
     shapes = [np.asarray(e).shape for e in open_edges]
