@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         if not waiting:
             break
         tasks = sorted(set(waiting.values()))
-        line = f"waiting for {len(waiting)} run(s) in {len(tasks)} SLURM task(s): {' '.join(tasks[:6])}{' ...' if len(tasks) > 6 else ''}"
+        line = (f"waiting for {len(waiting)} run(s) in {len(tasks)} SLURM task(s): "
+                f"{' '.join(tasks[:6])}{' ...' if len(tasks) > 6 else ''}")
         if line != note:
             print(line, flush=True)
             note = line
@@ -50,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"slurm_wait: still queued after {a.timeout:.0f} s", file=sys.stderr)
             return 2
         time.sleep(a.poll)
-    missing = {d: t for d, t in runs.items() if read_state(d).status not in ("done", "failed")}  # read again: tasks just ended
-    print(f"{len(runs) - len(missing)} of {len(runs)} runs submitted through SLURM below {' '.join(map(str, a.roots))} have records")
+    # read again: tasks just ended
+    missing = {d: t for d, t in runs.items() if read_state(d).status not in ("done", "failed")}
+    print(f"{len(runs) - len(missing)} of {len(runs)} runs submitted "
+          f"through SLURM below {' '.join(map(str, a.roots))} have records")
     for d, t in sorted(missing.items())[:20]:
         print(f"  no record: {d} (SLURM task {t}; its log is under .submitit/{t}/ in the sweep folder)")
     if missing:

@@ -129,9 +129,11 @@ class Baseline:
 
     def __init__(self, rev: str):
         repo = Path(__file__).resolve().parents[2]
-        self.rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", rev], check=True, capture_output=True, text=True).stdout.strip()
+        self.rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", rev], check=True,
+                                  capture_output=True, text=True).stdout.strip()
         self.dir = tempfile.mkdtemp(prefix=f"kanx-{self.rev}-")
-        archive = subprocess.run(["git", "-C", str(repo), "archive", self.rev, "kanx"], check=True, capture_output=True).stdout
+        archive = subprocess.run(["git", "-C", str(repo), "archive", self.rev, "kanx"], check=True,
+                                 capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", self.dir], input=archive, check=True)
         # The trainer was kanx/training.py's Pack before 44a8b8b. Its name is looked up in the archive:
         # an editable install finds any kanx.* module missing from REV in this checkout, and the
@@ -144,7 +146,8 @@ class Baseline:
 
     def check(self) -> None:
         """Every kanx module loaded while REV is active comes from REV's folder."""
-        strays = [m.__file__ for k, m in sys.modules.items() if (k == "kanx" or k.startswith("kanx.")) and getattr(m, "__file__", None)
+        strays = [m.__file__ for k, m in sys.modules.items() if (k == "kanx" or k.startswith("kanx."))
+                  and getattr(m, "__file__", None)
                   and not Path(m.__file__).is_relative_to(self.dir)]
         assert not strays, f"baseline {self.rev} loaded modules of this checkout: {strays}"
 
@@ -179,11 +182,13 @@ class Baseline:
 class KanxCell:
     """A kanx Trainer of M EFX members, kept alive across repeats."""
 
-    def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device, baseline: Baseline | None = None, cuda_graph: bool = False):
+    def __init__(self, arch: Arch, M: int, compile: bool, device: torch.device, baseline: Baseline | None = None,
+                 cuda_graph: bool = False):
         self.baseline, self.cuda_graph = baseline, cuda_graph
         with self.context():
             self._build(arch, M, compile, device)
-        self.impl = ("kanx packed" if compile else "kanx packed (eager)") + (" graph" if cuda_graph else "") + (f" @{baseline.rev}" if baseline else "")
+        self.impl = (("kanx packed" if compile else "kanx packed (eager)") + (" graph" if cuda_graph else "")
+                     + (f" @{baseline.rev}" if baseline else ""))
 
     def context(self):
         """This checkout's kanx, or the baseline commit's while it runs."""
@@ -197,11 +202,11 @@ class KanxCell:
         module = importlib.import_module(self.baseline.trainer_module if self.baseline else "kanx.trainer")
         Trainer = getattr(module, "Trainer", None) or module.Pack
         self.arch, self.M, self.compiled, self.device = arch, M, compile, device
-        train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0, grid_updates=False, compile=compile,
-                            **({"cuda_graph": True} if self.cuda_graph else {}))
+        train = TrainConfig(epochs=10**9, batch_size=arch.batch, warmup=0, fc_warmup=0,
+                            grid_updates=False, compile=compile, **({"cuda_graph": True} if self.cuda_graph else {}))
         runs = [
-            RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width), Costs(), "threshold", train,
-                      BETAS[s % len(BETAS)], s, device=device.type)
+            RunConfig(DataConfig(arch.name, s), Condition.from_name("EFX"), KANSpec(arch.width),
+                      Costs(), "threshold", train, BETAS[s % len(BETAS)], s, device=device.type)
             for s in range(M)
         ]
         x, y = random_rows(arch, M)
@@ -227,7 +232,8 @@ class KanxCell:
             times.append(time.perf_counter() - t0)
             settled = len(times) >= 4 and abs(times[-1] - times[-2]) <= 0.15 * times[-2]
             if settled or time.perf_counter() - start > max_seconds or len(times) >= 200:
-                return f"{len(times)} epochs in {time.perf_counter() - start:.1f} s (first {times[0]:.2f} s, last {times[-1] * 1e3:.0f} ms)"
+                return (f"{len(times)} epochs in {time.perf_counter() - start:.1f} s (first {times[0]:.2f} s, last "
+                        f"{times[-1] * 1e3:.0f} ms)")
 
     def measure(self, seconds: float) -> tuple[float, float]:
         with self.context():
@@ -239,7 +245,8 @@ class KanxCell:
             self.pack.run_epoch()
             steps += self.steps_per_epoch
         if self.cuda_graph:  # whole-epoch graphs, read back by the host once per chunk (as a run's curve cadence does)
-            return timed(lambda: self.pack.run_epochs(GRAPH_CHUNK), self.steps_per_epoch * GRAPH_CHUNK, seconds, self.device)
+            return timed(lambda: self.pack.run_epochs(GRAPH_CHUNK), self.steps_per_epoch * GRAPH_CHUNK, seconds,
+                         self.device)
         return timed(self.pack.run_epoch, self.steps_per_epoch, seconds, self.device)
 
 
@@ -295,28 +302,33 @@ def machine_lines(threads: int, device: torch.device) -> list[str]:
         pass
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     return [
-        f"machine: {model}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, pykan {metadata.version('pykan')}, "
-        f"Python {platform.python_version()}; torch threads {threads}",
+        f"machine: {model}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, pykan "
+        f"{metadata.version('pykan')}, Python {platform.python_version()}; torch threads {threads}",
         f"load average at start (1/5/15 min): {load}",
         f"device: {describe_device(device)}",
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="3 repeats of 1 s instead of 5 of 3 s")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
-    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True, help="kanx's torch.compile-fused basis (default on)")
-    ap.add_argument("--eager-row", action=argparse.BooleanOptionalAction, default=True, help="with --compile, also time eager kanx at M=70 (default on)")
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                    help="kanx's torch.compile-fused basis (default on)")
+    ap.add_argument("--eager-row", action=argparse.BooleanOptionalAction, default=True,
+                    help="with --compile, also time eager kanx at M=70 (default on)")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats per cell (default 5, --quick 3)")
     ap.add_argument("--seconds", type=float, default=None, help="timed seconds per repeat (default 3, --quick 1)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where both sides train (default cpu)")
     ap.add_argument("--profile", action="store_true", help="profile one epoch of packed Concrete EFX M=70 instead")
     ap.add_argument("--baseline-commit", metavar="REV", default=None,
-                    help="also time kanx of commit REV (git archive) at M=70, interleaved with this checkout's, and print the kanx-vs-kanx ratio")
+                    help="also time kanx of commit REV (git archive) at M=70, interleaved with this checkout's, and "
+                         "print the kanx-vs-kanx ratio")
     ap.add_argument("--pack-sizes", type=int, nargs="+", default=list(PACK_SIZES), metavar="M",
                     help=f"kanx pack sizes (default {' '.join(map(str, PACK_SIZES))})")
-    ap.add_argument("--cuda-graph", action="store_true", help="kanx with train.cuda_graph (whole-epoch graphs; CUDA only)")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="kanx with train.cuda_graph (whole-epoch graphs; CUDA only)")
     args = ap.parse_args(argv)
 
     try:
@@ -354,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
 
     baseline = Baseline(args.baseline_commit) if args.baseline_commit else None
     if baseline:
-        print(f"baseline: kanx at {baseline.rev} (git archive into {baseline.dir}), timed in the same repeats as this checkout's")
+        print(f"baseline: kanx at {baseline.rev} (git archive into "
+              f"{baseline.dir}), timed in the same repeats as this checkout's")
     cells = []
     for arch in ARCHS:
         cells.append(PykanCell(arch, device))
@@ -377,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     cpu: dict[int, list[float]] = {id(c): [] for c in cells}
     retried = 0
     for r in range(repeats):
-        order = cells[r % len(cells) :] + cells[: r % len(cells)]  # rotate the start, so no cell always follows the same one
+        # rotate the start, so no cell always follows the same one
+        order = cells[r % len(cells) :] + cells[: r % len(cells)]
         for c in order:
             for attempt in range(MAX_TRIES):
                 rate, share = c.measure(seconds)
@@ -386,15 +400,18 @@ def main(argv: list[str] | None = None) -> int:
                 retried += 1
             rates[id(c)].append(rate)
             cpu[id(c)].append(share)
-        print(f"  repeat {r + 1}/{repeats} done ({time.perf_counter() - t_start:.0f} s, 1-min load {os.getloadavg()[0]:.2f})", flush=True)
+        print(f"  repeat {r + 1}/{repeats} done ({time.perf_counter() - t_start:.0f} s, 1-min load "
+              f"{os.getloadavg()[0]:.2f})", flush=True)
 
     contended = sum(v < quiet for c in cells for v in cpu[id(c)])
     print(f"\nsteps/s of every repeat; cpu/wall = the process's CPU seconds per wall second (at most {args.threads}), "
           f"* below {quiet:.2f}: other processes took the CPU.")
-    print(f"{retried} contended repeats were measured again; {contended} of the {repeats * len(cells)} values kept are still contended (*).")
+    print(f"{retried} contended repeats were measured again; {contended} of the {repeats * len(cells)} values kept are "
+          "still contended (*).")
     for c in cells:
         marks = ["*" if v < quiet else " " for v in cpu[id(c)]]
-        print(f"  {c.impl:<20} {c.arch.name:<13} M={c.M:<3} " + " ".join(f"{v:7.1f}{m}" for v, m in zip(rates[id(c)], marks, strict=True))
+        print(f"  {c.impl:<20} {c.arch.name:<13} M={c.M:<3} "
+              + " ".join(f"{v:7.1f}{m}" for v, m in zip(rates[id(c)], marks, strict=True))
               + "   cpu/wall " + " ".join(f"{v:.2f}" for v in cpu[id(c)]))
 
     print("\n| impl | arch | batch | M | steps/s | model-steps/s | ratio to pykan-speed |")
@@ -407,19 +424,25 @@ def main(argv: list[str] | None = None) -> int:
             sps = statistics.median(rates[id(c)])
             msps = sps * c.M
             ratio = msps / base
-            print(f"| {c.impl} | {arch.name} {arch.label} | {arch.batch} | {c.M} | {sps:.1f} | {msps:.0f} | {ratio:.1f}x |")
-            if arch is ARCHS[0] and isinstance(c, KanxCell) and c.M == 70 and c.compiled == args.compile and c.baseline is None:
+            print(f"| {c.impl} | {arch.name} {arch.label} | {arch.batch} "
+                  f"| {c.M} | {sps:.1f} | {msps:.0f} | {ratio:.1f}x |")
+            if (arch is ARCHS[0] and isinstance(c, KanxCell) and c.M == 70 and c.compiled == args.compile
+                and c.baseline is None):
                 headline = ratio
-    print(f"\nload average at end (1/5/15 min): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; total {time.perf_counter() - t_start:.0f} s")
+    print(f"\nload average at end (1/5/15 min): {' '.join(f'{v:.2f}' for v in os.getloadavg())}; total "
+          f"{time.perf_counter() - t_start:.0f} s")
     if headline is not None:
-        print(f"headline ({args.device}): packed M=70 Concrete EFX model-steps/s / pykan-speed steps/s = {headline:.1f}x")
+        print(f"headline ({args.device}): packed M=70 Concrete EFX "
+              f"model-steps/s / pykan-speed steps/s = {headline:.1f}x")
     if baseline:
         for arch in ARCHS:
-            ours, theirs = (next(c for c in cells if isinstance(c, KanxCell) and c.arch is arch and c.M == PACK_SIZES[-1]
-                                 and c.compiled == args.compile and (c.baseline is None) == mine) for mine in (True, False))
+            ours, theirs = (next(c for c in cells if isinstance(c, KanxCell) and c.arch is arch
+                                 and c.M == PACK_SIZES[-1]
+                                 and c.compiled == args.compile and (c.baseline is None) == mine)
+                            for mine in (True, False))
             a, b = statistics.median(rates[id(ours)]), statistics.median(rates[id(theirs)])
-            print(f"kanx vs kanx @{baseline.rev} ({arch.name}, M={PACK_SIZES[-1]}, compile={'on' if args.compile else 'off'}): "
-                  f"{a:.1f} / {b:.1f} steps/s = {a / b:.2f}x")
+            print(f"kanx vs kanx @{baseline.rev} ({arch.name}, M={PACK_SIZES[-1]}, "
+                  f"compile={'on' if args.compile else 'off'}): {a:.1f} / {b:.1f} steps/s = {a / b:.2f}x")
         baseline.cleanup()
     return 0
 
@@ -442,11 +465,13 @@ def profile(compile: bool, threads: int, device: torch.device) -> int:
         cell.pack.run_epoch()
         synchronize(device)
     n, sort_key = cell.steps_per_epoch, "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    title = f"one epoch ({n} steps: {n - 1} of batch {ARCHS[0].batch}, 1 partial) of packed Concrete EFX, M=70, compile={'on' if compile else 'off'}"
+    title = (f"one epoch ({n} steps: {n - 1} of batch {ARCHS[0].batch}, 1 partial) of packed Concrete EFX, M=70, "
+             f"compile={'on' if compile else 'off'}")
     print(f"\nprofile of {title}, by op:")
     print(prof.key_averages().table(sort_by=sort_key, row_limit=20, max_name_column_width=50))
     print("\nthe same, by op and input shapes (stages: I = 13, 26, 39 inputs; 1 + C = 14 features per input):")
-    print(prof.key_averages(group_by_input_shape=True).table(sort_by=sort_key, row_limit=20, max_name_column_width=50, max_shapes_column_width=60))
+    print(prof.key_averages(group_by_input_shape=True).table(sort_by=sort_key, row_limit=20, max_name_column_width=50,
+                                                             max_shapes_column_width=60))
     return 0
 
 

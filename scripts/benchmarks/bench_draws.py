@@ -5,7 +5,8 @@ the pack's device), eager and as one torch.compile kernel (what a CPU pack with 
 uses). All are measured in this run, interleaved; prints milliseconds per epoch and the
 ratios; nothing is written.
 
-    python scripts/benchmarks/bench_draws.py [--device cpu|cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--repeats 20]
+    python scripts/benchmarks/bench_draws.py [--device cpu|cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
+        [--repeats 20]
 
 The pack is what `kanx-reproduce --group all` would train for these datasets and seeds (Nguyen
 F1 to F8, seeds 0 to 2: 624 members, 8 batches an epoch).
@@ -73,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     own = trainer.model.members
     widths = [int((own.egate_index[m] >= 0).sum() + (own.exit_index[m] >= 0).sum()) for m in range(trainer.M)]
     generators = member_generators([r.seed for r in runs], stream=1)
-    print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} threads; pack of {len(pack)} "
-          f"({'+'.join(a.datasets)}, seeds {a.seeds}), N = {n}, {n_batches} batches an epoch, {sum(widths) * n_batches:,} noise values", flush=True)
+    print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} threads; pack of "
+          f"{len(pack)} ({'+'.join(a.datasets)}, seeds {a.seeds}), N = {n}, {n_batches} batches an epoch, "
+          f"{sum(widths) * n_batches:,} noise values", flush=True)
     from kanx import noise
 
     slots = trainer.model.members.noise_slots()
@@ -88,12 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     compile_s = time.perf_counter() - compile_s
     best = {"before": float("inf"), "eager": float("inf"), "compiled": float("inf")}
     for _ in range(3):  # interleaved rounds: a load change on the host hits both sides alike
-        best["before"] = min(best["before"], timed(lambda: generator_draws(generators, n, n_batches, widths), a.repeats, torch.device("cpu")))
+        best["before"] = min(best["before"], timed(lambda: generator_draws(generators, n, n_batches, widths),
+                                                   a.repeats, torch.device("cpu")))
         best["eager"] = min(best["eager"], timed(kanx_draws(False), a.repeats, device))
         best["compiled"] = min(best["compiled"], timed(kanx_draws(True), a.repeats, device))
     print(f"  per-member generators on the host (before): {best['before']:.2f} ms per epoch")
     print(f"  kanx.noise on {device.type}, eager (after):      {best['eager']:.2f} ms per epoch")
-    print(f"  kanx.noise on {device.type}, compiled (after):   {best['compiled']:.2f} ms per epoch (first call, compiling: {compile_s:.0f} s)")
+    print(f"  kanx.noise on {device.type}, compiled (after):   {best['compiled']:.2f} ms per epoch (first call, "
+          f"compiling: {compile_s:.0f} s)")
     print(f"draws for an epoch of {len(pack)} members: eager / before = {best['eager'] / best['before']:.3f}, "
           f"compiled / before = {best['compiled'] / best['before']:.3f}")
     return 0

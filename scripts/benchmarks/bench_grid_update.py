@@ -3,7 +3,8 @@ kanx.kan.spline.fit_coefficients: the plain pinv of every tall N x C system, and
 systems reduced by QR to C x C first (the default on CUDA). Prints seconds per update and the
 ratio; nothing is written.
 
-    python scripts/benchmarks/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2] [--conditions EFX ...] [--host]
+    python scripts/benchmarks/bench_grid_update.py [--device cuda] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
+        [--conditions EFX ...] [--host]
 
 The pack is what `python -m kanx.reproduce --group all` would train for these datasets and seeds
 (Nguyen F1 to F8, seeds 0 to 2: 624 members); each path is timed on a fresh copy of it.
@@ -47,12 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         pack = one_pack(a.datasets, conditions, extra)
     runs = [j.run for j in pack]
     datasets, _, x, y = pack_data(runs)
-    print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} ({'+'.join(a.datasets)}, seeds {a.seeds}), "
-          f"N = {x.shape[1]} samples", flush=True)
+    print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} ({'+'.join(a.datasets)}, "
+          f"seeds {a.seeds}), N = {x.shape[1]} samples", flush=True)
     if a.host:
         trainer = Trainer(runs, x, y, datasets[0].n_train, device)
         trainer.epoch_draws(0, trainer.batches_per_epoch)
-        for name, call in (("epoch_draws", lambda: trainer.epoch_draws(0, trainer.batches_per_epoch)), ("full_state", trainer.full_state)):
+        for name, call in (("epoch_draws", lambda: trainer.epoch_draws(0, trainer.batches_per_epoch)),
+                           ("full_state", trainer.full_state)):
             t0 = time.perf_counter()
             for _ in range(20):
                 call()
@@ -69,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds[reduce_tall] = time.perf_counter() - t0
-        print(f"  {'QR-reduced' if reduce_tall else 'plain pinv'}: {seconds[reduce_tall]:.3f} s per grid update", flush=True)
+        print(f"  {'QR-reduced' if reduce_tall else 'plain pinv'}: {seconds[reduce_tall]:.3f} s per grid update",
+              flush=True)
     layer.fit_coefficients = fit_coefficients
     print(f"grid update of {len(pack)} members on {describe_device(device)}: plain pinv {seconds[False]:.3f} s, "
           f"QR-reduced {seconds[True]:.3f} s ({seconds[False] / seconds[True]:.1f} x)")

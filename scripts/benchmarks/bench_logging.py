@@ -46,7 +46,8 @@ def appends_alone(tmp: Path, members: int, repeats: int, rows: int = 20) -> None
             kanx.curves._open_budget = budget if mode == "kept open" else (lambda: 0)
             curves = kanx.curves.Curves(dirs, 1, 0)
             for epoch in range(1, rows + 1):
-                row = {"epoch": epoch, "loss": 0.5 / epoch, "data_loss": 0.4 / epoch, "lc": 12.5, "beta": 0.01, "open_gates": 40, "exit": 2}
+                row = {"epoch": epoch, "loss": 0.5 / epoch, "data_loss": 0.4 / epoch, "lc": 12.5, "beta": 0.01,
+                       "open_gates": 40, "exit": 2}
                 t0 = time.perf_counter()
                 for m in range(members):
                     curves.columns[m] = curves._append(m, row)
@@ -54,15 +55,17 @@ def appends_alone(tmp: Path, members: int, repeats: int, rows: int = 20) -> None
             curves.close()
     kanx.curves._open_budget = budget
     kept, per_row = (statistics.median(times[k]) * 1e3 for k in times)
-    print(f"appends alone, {members} live files: kept open {kept:.2f} ms per logged epoch, opened per row {per_row:.2f} ms "
-          f"(per row / kept open {per_row / kept:.1f})", flush=True)
+    print(f"appends alone, {members} live files: kept open {kept:.2f} ms per logged epoch, opened per row "
+          f"{per_row:.2f} ms (per row / kept open {per_row / kept:.1f})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--cuda-graph", action="store_true", help="train.cuda_graph=true (whole-epoch graphs; the host acts at the cadence only)")
-    ap.add_argument("--compile", action="store_true", help="train.compile=true (the default of a real run; its warm-up is left out of the timing)")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="train.cuda_graph=true (whole-epoch graphs; the host acts at the cadence only)")
+    ap.add_argument("--compile", action="store_true",
+                    help="train.compile=true (the default of a real run; its warm-up is left out of the timing)")
     ap.add_argument("--datasets", nargs="+", default=[f"nguyen_f{i}" for i in range(1, 9)])
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help="default: all eight")
@@ -81,13 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     conditions = a.conditions or list(PAPER_CONDITIONS)
     device = torch.device(a.device)
     tmp = Path(tempfile.mkdtemp(prefix="bench_logging."))
-    extra = [f"results_root={tmp}", f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}",
-             f"seed={a.seeds}", f"train.epochs={a.epochs}", f"train.warmup={a.epochs // 4}", f"train.fc_warmup={a.epochs // 10}", "train.checkpoint_every=0"]
+    extra = [f"results_root={tmp}", f"device={a.device}", f"train.compile={str(a.compile).lower()}",
+             f"train.cuda_graph={str(a.cuda_graph).lower()}",
+             f"seed={a.seeds}", f"train.epochs={a.epochs}", f"train.warmup={a.epochs // 4}",
+             f"train.fc_warmup={a.epochs // 10}", "train.checkpoint_every=0"]
     pack = one_pack(a.datasets, conditions, extra)
     runs = [j.run for j in pack]
     datasets, _, x, y = pack_data(runs)
-    print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} ({'+'.join(a.datasets)}, seeds {a.seeds}); "
-          f"{a.epochs} epochs a timing, a row every {a.log_every}; cuda_graph={a.cuda_graph} compile={a.compile}", flush=True)
+    print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} "
+          f"({'+'.join(a.datasets)}, seeds {a.seeds}); {a.epochs} epochs a timing, a row "
+          f"every {a.log_every}; cuda_graph={a.cuda_graph} compile={a.compile}", flush=True)
 
     append = kanx.curves._append
 
@@ -98,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             d.mkdir(parents=True, exist_ok=True)
         curves = None
         if mode != "reference":
-            logger = open_logger(LoggerConfig(name="tensorboard" if mode == "tensorboard" else "none"), dirs, [{}] * len(dirs))
+            logger = open_logger(LoggerConfig(name="tensorboard" if mode == "tensorboard" else "none"), dirs,
+                                 [{}] * len(dirs))
             curves = kanx.curves.Curves(dirs, a.log_every, 0, logger)
         kanx.curves._append = (lambda path, columns, row, out=None: list(row)) if mode == "rows" else append
         adds: list[float] = []
@@ -135,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     for mode in MODES:
         t = statistics.median(times[mode])
         per_row = statistics.median(adds[mode]) if adds[mode] else 0.0
-        print(f"{mode:<12} {t / a.epochs:>10.5f} {t / ref:>7.3f} {per_row * 1e3:>13.2f} {1 + per_row / (a.log_every * ref / a.epochs):>11.4f}")
+        print(f"{mode:<12} {t / a.epochs:>10.5f} {t / ref:>7.3f} {per_row * 1e3:>13.2f} "
+              f"{1 + per_row / (a.log_every * ref / a.epochs):>11.4f}")
     size = sum(p.stat().st_size for p in (tmp / "live" / "0").rglob("metrics.csv"))
     print(f"live metrics.csv of the pack: {size / 1e3:.0f} kB after {rows_logged} rows a member")
     import shutil

@@ -109,13 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=200, help="timed optimizer steps per pack make-up (default 200)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    ap.add_argument("--group", nargs="+", default=["condition", "all"], choices=["condition", "all"], help="the mixed packings to estimate (default both)")
+    ap.add_argument("--group", nargs="+", default=["condition", "all"], choices=["condition", "all"],
+                    help="the mixed packings to estimate (default both)")
     ap.add_argument("--pack-size", type=int, default=None, help="most runs per mixed pack (default: train.pack_size)")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True, help="train.compile (default on)")
-    ap.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=False, help="train.cuda_graph (CUDA only; default off)")
+    ap.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=False,
+                    help="train.cuda_graph (CUDA only; default off)")
     ap.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
     ap.add_argument("--per-sweep", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time the per-sweep packing the headline compares with (default on; off halves a time-boxed GPU job's share)")
+                    help="also time the per-sweep packing the headline compares with (default on; off halves a "
+                         "time-boxed GPU job's share)")
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -127,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device(a.device)
     start = time.perf_counter()
-    overrides = [f"device={a.device}", f"train.compile={str(a.compile).lower()}", f"train.cuda_graph={str(a.cuda_graph).lower()}"]
+    overrides = [f"device={a.device}", f"train.compile={str(a.compile).lower()}",
+                 f"train.cuda_graph={str(a.cuda_graph).lower()}"]
     with tempfile.TemporaryDirectory() as tmp:
         configs = sweeps_jobs(a.datasets, overrides=[f"results_root={tmp}", *overrides])  # every condition of the paper
         jobs = launch(configs, pack=False, check=False, manifest=False).jobs  # packed below, each way compared
@@ -135,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     plans = {f"group={g}, pack size {size}": make_packs(jobs, a.pack_size, g) for g in a.group}
     if a.per_sweep:
         plans["per-sweep (group=sweep)"] = make_packs(jobs, None, "sweep")
-    print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s), {os.cpu_count()} logical CPUs, "
-          f"{platform.processor() or platform.machine()}")
+    print(f"device: {describe_device(device)}; torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+          f"{os.cpu_count()} logical CPUs, {platform.processor() or platform.machine()}")
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"{len(jobs)} runs composed in {time.perf_counter() - start:.0f} s; timing {a.steps} steps per pack make-up, "
           f"compile={'on' if a.compile else 'off'}, cuda_graph={'on' if a.cuda_graph else 'off'}")
@@ -149,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         timings[key] = t = time_pack(pack, a.steps, device)
         names = "+".join(dict.fromkeys(j.run.data.name for j in pack))
         conds = "+".join(dict.fromkeys(j.run.condition.name for j in pack))
-        print(f"  [{i}/{len(todo)}] {names} {conds} M={len(pack)}: {1 / t['per_step']:.1f} steps/s, grid update {t['grid'] * 1e3:.0f} ms, "
-              f"eval {t['eval']:.2f} s -> pack {duration(pack_seconds(pack, t))}", flush=True)
+        print(f"  [{i}/{len(todo)}] {names} {conds} M={len(pack)}: {1 / t['per_step']:.1f} steps/s, grid update "
+              f"{t['grid'] * 1e3:.0f} ms, eval {t['eval']:.2f} s -> pack {duration(pack_seconds(pack, t))}", flush=True)
 
-    print(f"\nload average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; benchmark took {duration(time.perf_counter() - start)}")
+    print(f"\nload average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; benchmark took "
+          f"{duration(time.perf_counter() - start)}")
     mixed_plans = [(name, packs) for name, packs in plans.items() if not name.startswith("per-sweep")]
     per_family: dict = {}
     for label, packs in plans.items():
@@ -172,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.per_sweep:
         t_sweep = estimate(plans["per-sweep (group=sweep)"], timings)
         versus = f"; {duration(t_sweep)} with per-sweep packs ({t_sweep / best:.2f} x)"
-    print(f"{scope} ({len(jobs)} runs): est. {duration(best)} on {describe_device(device)} with mixed packs ({best_name}){versus}")
+    print(f"{scope} ({len(jobs)} runs): est. {duration(best)} on {describe_device(device)} with mixed packs "
+          f"({best_name}){versus}")
     return 0
 
 

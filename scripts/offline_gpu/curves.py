@@ -37,11 +37,11 @@ def _put(run_dir: Path, name: str, rows: list[dict]) -> None:
 def splice(earlier: Path, later: Path) -> int:
     """Extend the curve at ``earlier`` by the curve at ``later`` of the same run, written by a
     process that resumed it without ``earlier`` at hand (a time-boxed run on an offline GPU node,
-    whose copied tree leaves the curves behind): ``earlier``'s rows before ``later``'s first epoch, then all of ``later``'s, as a resume
-    with both present would have written them. Where ``earlier`` already reaches ``later``'s last
-    epoch (the run went further here meanwhile, or finished), it is left as it is. A finished run's
-    done marker that vouched for either curve vouches for the spliced one. Returns the number of
-    rows written (0: left as it is).
+    whose copied tree leaves the curves behind): ``earlier``'s rows before ``later``'s first epoch,
+    then all of ``later``'s, as a resume with both present would have written them. Where
+    ``earlier`` already reaches ``later``'s last epoch (the run went further here meanwhile, or
+    finished), it is left as it is. A finished run's done marker that vouched for either curve
+    vouches for the spliced one. Returns the number of rows written (0: left as it is).
 
     Either may be plain or gzipped (metrics.csv.gz: the run finished there). The spliced curve
     takes ``later``'s form, the newer state of the run, in ``earlier``'s folder, and the other form
@@ -116,7 +116,8 @@ def stash_back(stash: Path) -> int:
     restored, spliced, clashes = 0, 0, []
     for src in sorted(p for p in stash.rglob("*") if p.is_file()):
         dst = src.relative_to(stash)
-        if src.name in CURVES:  # plain or .gz; spliced where the run wrote a curve again meanwhile (resumed here without it)
+        # plain or .gz; spliced where the run wrote a curve again meanwhile (resumed here without it)
+        if src.name in CURVES:
             if put_back(src, dst.parent):
                 spliced += 1
             else:
@@ -134,7 +135,8 @@ def stash_back(stash: Path) -> int:
         stash.rmdir()
     print(f"restored {restored} files from {stash}/, spliced {spliced} training curves written since")
     if clashes:
-        print(f"stash.sh: {len(clashes)} set-aside files left in {stash}/: the tree has a file of that name again, e.g. {clashes[0]}",
+        print(f"stash.sh: {len(clashes)} set-aside files left in {stash}/: "
+              f"the tree has a file of that name again, e.g. {clashes[0]}",
               file=sys.stderr)
         return 1
     return 0
@@ -143,7 +145,9 @@ def stash_back(stash: Path) -> int:
 def main(argv=None) -> int:
     p = ArgumentParser(prog=prog("scripts/offline_gpu/curves.py"), description=__doc__.split("\n\n")[0])
     commands = p.add_subparsers(dest="command", required=True)
-    s = commands.add_parser("splice", help="splice every curve under LATER_ROOT onto the same run's curve under ROOT (default: .)")
+    s = commands.add_parser("splice",
+                            help="splice every curve under LATER_ROOT onto the "
+                                 "same run's curve under ROOT (default: .)")
     s.add_argument("later_root", type=Path)
     s.add_argument("root", type=Path, nargs="?", default=Path("."))
     b = commands.add_parser("back", help="return every file set aside under STASH (run from the checkout's root)")

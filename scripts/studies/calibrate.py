@@ -5,10 +5,13 @@
     python scripts/studies/calibrate.py run combos [--seeds 0,1]   # 5,000 epochs, targets x inputs, E
     python scripts/studies/calibrate.py run split                  # 5,000 epochs, Baseline, fixed split
     python scripts/studies/calibrate.py run minmax                 # the factorial's protocol, min-max inputs
-    python scripts/studies/calibrate.py run refit                  # EF at the factorial's protocol, grid refit with rtol
-    python scripts/studies/calibrate.py run refit-points           # Baseline: refit on 256 order statistics or all samples
+    python scripts/studies/calibrate.py run refit                  # EF at the factorial's protocol, grid refit
+                                                                   # with rtol
+    python scripts/studies/calibrate.py run refit-points           # Baseline: refit on 256 order statistics
+                                                                   # or all samples
     python scripts/studies/calibrate.py run rollout                # Ikeda/Ecosystem: the multi-step RMSE's protocol
-    python scripts/studies/calibrate.py run exit-gate              # X, FX (EX, EFX): readings of the exit gate (issue #18)
+    python scripts/studies/calibrate.py run exit-gate              # X, FX (EX, EFX): readings of the exit gate
+                                                                   # (issue #18)
     python scripts/studies/calibrate.py report [--results results/calibration] [--out docs/CALIBRATION.md]
 
 The open choices (issue "Reproduce the paper on Concrete"):
@@ -45,7 +48,8 @@ PUBLISHED = ROOT.parent / "shared" / "calibration" / "concrete_published.csv"
 FACTORIAL = ROOT / "results" / "paper-refit256" / "concrete"
 SCREEN_BETAS = [0.001, 0.01, 0.1]
 N_TRAIN, BATCH = 824, 64
-SCALES = {s: complexity_scale(s, N_TRAIN, BATCH) / complexity_scale("mdl", N_TRAIN, BATCH) for s in COMPLEXITY_SCALES}  # relative to mdl
+# relative to mdl
+SCALES = {s: complexity_scale(s, N_TRAIN, BATCH) / complexity_scale("mdl", N_TRAIN, BATCH) for s in COMPLEXITY_SCALES}
 COMBOS = {  # name -> dataset overrides
     "std-targets,minmax": ["dataset.standardize_targets=true", "dataset.input_scaling=minmax"],
     "raw-targets,minmax": ["dataset.standardize_targets=false", "dataset.input_scaling=minmax"],
@@ -98,7 +102,8 @@ def run(a) -> int:
                    "beta=" + ",".join(map(repr, SCREEN_BETAS)), f"seed={a.seeds}", *overrides])
     elif a.stage == "minmax":  # 10 seeds, every published beta: min-max against the chosen standardization
         for condition in ("baseline", "F", "E", "EF"):
-            train([f"+condition={condition}", f"results_root={a.results}/minmax-10seeds", "dataset.input_scaling=minmax"])
+            train([f"+condition={condition}", f"results_root={a.results}/minmax-10seeds",
+                   "dataset.input_scaling=minmax"])
     elif a.stage == "refit":  # tied inputs: EF with the truncated grid refit, both input scalings
         for scaling in ("standardize", "minmax"):
             train(["+condition=EF", f"results_root={a.results}/grid-refit", f"model.grid_refit_rtol={REFIT_RTOL}",
@@ -115,13 +120,16 @@ def run(a) -> int:
         train(["+condition=baseline", root, *whole, "seed=0,1,2"], "ikeda")
         train(["+condition=EX", root, *whole, "beta=0.01", "seed=0,1,2"], "ikeda")
         train(["+condition=baseline", root, *whole, "seed=0,1,2"], "ecosystem")
-        cmd = [sys.executable, str(ROOT / "scripts" / "studies" / "rollout_probe.py"), f"{a.results}/rollout", "--out", f"{a.results}/rollout/probe"]
+        cmd = [sys.executable, str(ROOT / "scripts" / "studies" / "rollout_probe.py"), f"{a.results}/rollout", "--out",
+               f"{a.results}/rollout/probe"]
         print("+", " ".join(cmd[1:]), flush=True)
         subprocess.check_call(cmd)
     elif a.stage == "exit-gate":  # the factorial's protocol (refit on 256), so its records are today's reading
         for reading, conditions in EXIT_READINGS.items():
-            train([f"+condition={conditions}", f"results_root={a.results}/exit-gate", f"train.{reading}", "model.grid_refit_points=256",
-                   "beta=" + ",".join(map(str, EXIT_BETAS)), "seed=" + ",".join(map(str, EXIT_SEEDS)), "hydra.launcher.group=all"])
+            train([f"+condition={conditions}", f"results_root={a.results}/exit-gate", f"train.{reading}",
+                   "model.grid_refit_points=256",
+                   "beta=" + ",".join(map(str, EXIT_BETAS)), "seed=" + ",".join(map(str, EXIT_SEEDS)),
+                   "hydra.launcher.group=all"])
     else:
         train([f"results_root={a.results}/baseline_fixed-split", "dataset.data_seed=0"])
         # (the per-seed split is the factorial's Baseline; min-max inputs: results/calibration/minmax-10seeds)
@@ -187,7 +195,8 @@ def closeness(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 def pruning_curve(df: pd.DataFrame) -> pd.DataFrame:
     """Seed-median edges, depth and RMSE per `mdl` beta, one column group per condition."""
     wide = df.groupby(["beta", "condition"])[["contributing_edges", "depth", "test_rmse"]].median().unstack("condition")
-    wide.columns = [f"{c} {'edges' if m == 'contributing_edges' else 'RMSE' if m == 'test_rmse' else m}" for m, c in wide.columns]
+    wide.columns = [f"{c} {'edges' if m == 'contributing_edges' else 'RMSE' if m == 'test_rmse' else m}"
+                    for m, c in wide.columns]
     return wide[sorted(wide.columns)].rename_axis("mdl beta")
 
 
@@ -203,16 +212,18 @@ def report(a) -> int:
             "(`shared/calibration/concrete_published.csv`). Conditions E and EF; medians over seeds. "
             "In the screens, a scale's rows are the `mdl` runs at beta x (its factor / mdl's): "
             + ", ".join(f"`{s}` x{f:.4g}" for s, f in SCALES.items()) + ".", ""]
-    text += ["Defaults in `conf/` now (Concrete): " + ", ".join(f"`{k}={v}`" for k, v in current_defaults().items()) + ".", ""]
+    text += ["Defaults in `conf/` now (Concrete): " + ", ".join(f"`{k}={v}`" for k, v in current_defaults().items())
+             + ".", ""]
     full = usable_runs(results / "full-epochs-scale")
     if not full.empty:
         table = versus_published(full, pub, [])
         text += ["## Complexity scale at the full 5,000 epochs", "",
-                 "`python scripts/studies/calibrate.py run scale --seeds 0,1` (standardized targets, min-max inputs).", "",
-                 md(closeness(table, ["scale"])), "", md(table, index=False), "",
+                 "`python scripts/studies/calibrate.py run scale --seeds 0,1` (standardized targets, min-max inputs).",
+                 "", md(closeness(table, ["scale"])), "", md(table, index=False), "",
                  "Pruning against the `mdl` beta (all seeds pooled per point):", "",
                  md(pruning_curve(full)), ""]
-    combos = [usable_runs(results / "full-epochs-combos" / c.replace(",", "_")).assign(combo=c) for c in list(COMBOS)[1:]]
+    combos = [usable_runs(results / "full-epochs-combos" / c.replace(",", "_")).assign(combo=c)
+              for c in list(COMBOS)[1:]]
     tables = [versus_published(c, pub, ["combo"], "mdl_batch", ["mdl_batch"]) for c in combos if not c.empty]
     if tables:
         if not full.empty:
@@ -224,7 +235,8 @@ def report(a) -> int:
                  "scale stage's `mdl_batch` rows.", "",
                  md(closeness(table, ["combo"])), "", md(table.drop(columns="scale"), index=False), ""]
     screens = [usable_runs(results / c.replace(",", "_")).assign(combo=c) for c in COMBOS]
-    screen = pd.concat([s for s in screens if not s.empty], ignore_index=True) if any(not s.empty for s in screens) else None
+    screen = (pd.concat([s for s in screens if not s.empty], ignore_index=True) if any(not s.empty for s in screens)
+              else None)
     if screen is not None:
         table = versus_published(screen, pub, ["combo"])
         text += ["## Screen at 1,000 epochs", "",
@@ -267,10 +279,12 @@ def inputs_section(results: Path, pub: pd.DataFrame) -> list[str]:
     gated = both[both["beta"] > 0]
     per_side = ", ".join(
         f"{s} {(gated[f'edges {s}'].clip(lower=1) / gated['edges paper']).map(math.log).abs().mean():.3f} "
-        f"(depth off in {int((gated[f'depth {s}'] != gated['depth paper']).sum())})" for s in ("min-max", "standardized"))
+        f"(depth off in {int((gated[f'depth {s}'] != gated['depth paper']).sum())})"
+        for s in ("min-max", "standardized"))
     return ["## Input scaling at the factorial's protocol (10 seeds)", "",
-            "`python scripts/studies/calibrate.py run minmax` against the factorial (`results/paper-refit256/concrete`); "
-            "cells that both have.", "", md(both[cols + ["seeds min-max", "seeds standardized"]], index=False), "",
+            "`python scripts/studies/calibrate.py run minmax` against the factorial "
+            "(`results/paper-refit256/concrete`); cells that both have.", "",
+            md(both[cols + ["seeds min-max", "seeds standardized"]], index=False), "",
             f"Over the {len(gated)} cells with beta > 0, mean |log(edges / edges paper)| and the number of cells whose "
             f"median depth differs from the paper's: {per_side}.", ""]
 
@@ -297,11 +311,12 @@ def refit_section(results: Path, pub: pd.DataFrame) -> list[str]:
             rows.append({"inputs": inputs, "refit": fit, "beta": beta, "seeds": len(g),
                          "edges": g["contributing_edges"].median(), "edges paper": paper.loc[beta, "edges_median"],
                          "RMSE": g["test_rmse"].median(), "RMSE paper": paper.loc[beta, "rmse_median"],
-                         "worst RMSE": g["test_rmse"].max(), "worse than the mean": int((g["test_rmse"] > target_sd).sum())})
+                         "worst RMSE": g["test_rmse"].max(),
+                         "worse than the mean": int((g["test_rmse"] > target_sd).sum())})
     return ["## Grid refit on tied inputs (EF, 10 seeds, 5,000 epochs)", "",
-            "`python scripts/studies/calibrate.py run refit` against the factorial's EF (standardized, plain refit) and the "
-            f"`run minmax` EF. Test RMSE in MPa; 'worse than the mean': runs whose test RMSE exceeds the targets' "
-            f"standard deviation ({target_sd:.2f} MPa), i.e. worse than predicting a constant.", "",
+            "`python scripts/studies/calibrate.py run refit` against the factorial's EF (standardized, plain refit) "
+            "and the `run minmax` EF. Test RMSE in MPa; 'worse than the mean': runs whose test RMSE exceeds the "
+            f"targets' standard deviation ({target_sd:.2f} MPa), i.e. worse than predicting a constant.", "",
             md(pd.DataFrame(rows), index=False), ""]
 
 
@@ -310,7 +325,8 @@ def refit_points_section(results: Path) -> list[str]:
     root = results / "refit-points"
     sides = [(d, "all samples (pykan)", usable_runs(root / d / "Baseline" / "model.grid_refit_points=null"))
              for d in ("superconductor", "concrete")]
-    sides.insert(1, ("superconductor", "256 order statistics", usable_runs(root / "superconductor" / "Baseline" / "model.grid_refit_points=256")))
+    sides.insert(1, ("superconductor", "256 order statistics",
+                     usable_runs(root / "superconductor" / "Baseline" / "model.grid_refit_points=256")))
     factorial = usable_runs(FACTORIAL / "Baseline")
     if not factorial.empty:  # the factorial ran before the option, at 256
         sides.append(("concrete", "256 order statistics (the factorial)", factorial[factorial["seed"] < 5]))
@@ -319,16 +335,18 @@ def refit_points_section(results: Path) -> list[str]:
         if df.empty:
             continue
         df = df.sort_values("seed")
-        rows.append({"dataset": dataset, "refit": refit, "seeds": len(df), "train RMSE median": df["train_rmse"].median(),
+        rows.append({"dataset": dataset, "refit": refit, "seeds": len(df),
+                     "train RMSE median": df["train_rmse"].median(),
                      "test RMSE median": df["test_rmse"].median(), "test RMSE max": df["test_rmse"].max(),
                      "test RMSE per seed": " ".join(f"{v:.1f}" for v in df["test_rmse"]),
                      "edges": "/".join(str(int(v)) for v in sorted(df["contributing_edges"].unique()))})
     if not rows:
         return []
     return ["## Grid refit on all samples or on 256 order statistics (Baseline, full protocol)", "",
-            "`python scripts/studies/calibrate.py run refit-points` (Superconductor seeds 0-4 on all samples, 0-2 on 256; Concrete "
-            "seeds 0-4 on all samples) against the factorial's Concrete Baseline seeds 0-4 (refit on 256, the default when it "
-            "ran). Test RMSE in the data's units (K, MPa).", "", md(pd.DataFrame(rows), index=False), ""]
+            "`python scripts/studies/calibrate.py run refit-points` (Superconductor seeds 0-4 on all samples, 0-2 on "
+            "256; Concrete seeds 0-4 on all samples) against the factorial's Concrete Baseline seeds 0-4 (refit on "
+            "256, the default when it ran). Test RMSE in the data's units (K, MPa).", "",
+            md(pd.DataFrame(rows), index=False), ""]
 
 
 def _run_label(df: pd.DataFrame) -> pd.Series:
@@ -360,8 +378,9 @@ def exit_gate_section(results: Path, pub: pd.DataFrame) -> list[str]:
     if not rows:
         return []
     return ["## The exit gate without egates: readings (X, FX; EX, EFX where a reading can change them)", "",
-            "`python scripts/studies/calibrate.py run exit-gate`: Concrete at the factorial's protocol (grid refit on 256 order "
-            "statistics), beta " + ", ".join(map(str, EXIT_BETAS)) + ", seeds " + ", ".join(map(str, EXIT_SEEDS)) + ", 5,000 "
+            "`python scripts/studies/calibrate.py run exit-gate`: Concrete at the factorial's protocol (grid refit on "
+            "256 order statistics), beta "
+            + ", ".join(map(str, EXIT_BETAS)) + ", seeds " + ", ".join(map(str, EXIT_SEEDS)) + ", 5,000 "
             "epochs, one reading changed at a time; today's rows are the same seeds of the factorial "
             f"(`{FACTORIAL.relative_to(ROOT)}`). `train.warmup_for=egates` leaves EX and EFX unchanged by construction "
             "(their warmup still applies), so only X and FX ran under it. Exit k uses trunk layers 0..k-1 (exit 0: one "
@@ -383,17 +402,20 @@ def rollout_section(results: Path) -> list[str]:
     steps = steps.assign(run=_run_label(steps))
     along = steps.pivot_table(index=["dataset", "h"], columns="run", values="rmse_std", sort=False)
     return ["## Multi-step test RMSE of the dynamical systems: the rollout protocol", "",
-            "`python scripts/studies/calibrate.py run rollout` (Ikeda Baseline and EX at beta 0.01, Ecosystem Baseline, seeds 0-2, full protocol; the "
-            "records' own test RMSE is one rollout over the whole test segment), then `scripts/studies/rollout_probe.py`, which "
-            f"free-runs each model from every test state. Figure: [{probe}/curve.png](../{probe}/curve.png).", "",
+            "`python scripts/studies/calibrate.py run rollout` (Ikeda Baseline and EX at beta 0.01, Ecosystem "
+            "Baseline, seeds 0-2, full protocol; the records' own test RMSE is one rollout over the whole test "
+            "segment), then `scripts/studies/rollout_probe.py`, which free-runs each model from every test state. "
+            f"Figure: [{probe}/curve.png](../{probe}/curve.png).", "",
             "One-step test RMSE (raw units): " + ", ".join(f"{r} {v:.2g}" for r, v in one.items()) + ".", "",
             "Saturation of a free rollout, sqrt(2 var) of the test segment: " + ", ".join(
-                f"{d} {r.saturation_raw:.3g} raw ({r.saturation_std:.3g} standardized)" for d, r in sat.iterrows()) + ".", "",
+                f"{d} {r.saturation_raw:.3g} raw ({r.saturation_std:.3g} standardized)"
+                for d, r in sat.iterrows()) + ".", "",
             "RMSE after h steps (standardized units, mean over every start):", "", md(along), "",
             "The test RMSE each protocol records (raw units):", "", md(table), "",
             "The same as a share of saturation (standardized RMSE / standardized sqrt(2 var), in %):", "",
             (prot.assign(pct=100 * prot["rmse_std"] / prot["saturation_std"]).pivot_table(
-                index=["dataset", "protocol"], columns="run", values="pct", sort=False).to_markdown(floatfmt=".0f")), ""]
+                index=["dataset", "protocol"], columns="run", values="pct", sort=False).to_markdown(floatfmt=".0f")),
+            ""]
 
 
 def split_section(results: Path, pub: pd.DataFrame) -> list[str]:
@@ -402,13 +424,15 @@ def split_section(results: Path, pub: pd.DataFrame) -> list[str]:
     rows = []
     for split, df in (("fixed split (data_seed=0), standardized inputs", usable_runs(results / "baseline_fixed-split")),
                       ("per-seed split, standardized inputs (the factorial)", usable_runs(FACTORIAL / "Baseline")),
-                      ("per-seed split, min-max inputs", usable_runs(results / "minmax-10seeds" / "concrete" / "Baseline"))):
+                      ("per-seed split, min-max inputs",
+                       usable_runs(results / "minmax-10seeds" / "concrete" / "Baseline"))):
         if not df.empty:
             r = df["test_rmse"]
             rows.append({"split": split, "seeds": len(r), "RMSE median": r.median(), "min": r.min(), "max": r.max()})
     if not rows:
         return []
-    rows.append({"split": "paper", "seeds": 10, "RMSE median": base.rmse_median, "min": base.rmse_min, "max": base.rmse_max})
+    rows.append({"split": "paper", "seeds": 10, "RMSE median": base.rmse_median,
+                 "min": base.rmse_min, "max": base.rmse_max})
     return ["## Fixed or per-seed split: Baseline test RMSE over seeds (5,000 epochs)", "",
             "`python scripts/studies/calibrate.py run split` and the factorial's Baseline.", "",
             md(pd.DataFrame(rows), index=False), ""]

@@ -3,7 +3,8 @@ inputs (independent uniform noise on the true inputs' range, `dataset.distractor
 with input gates (EFXI) and without (EFX); how often exactly the true inputs x, y are kept,
 per beta, and at what test RMSE and size.
 
-    python scripts/studies/distractors.py run   [--k 3] [--seeds 10] [--root results/studies/distractors] [--quick] [--no-table] [OVERRIDE ...]
+    python scripts/studies/distractors.py run   [--k 3] [--seeds 10] [--root results/studies/distractors] [--quick]
+        [--no-table] [OVERRIDE ...]
     python scripts/studies/distractors.py table [--k 3] [--root results/studies/distractors]
 
 `run` trains the sweeps (`python -m kanx.train +condition=C dataset=D +dataset.distractors=k
@@ -67,7 +68,8 @@ def finished(root: Path, k: int):
             continue
         record = Record.read(path.parent).fields
         dataset = record.get("config", {}).get("dataset", {})
-        if record.get("dataset") in DATASETS and dataset.get("distractors", 0) == k and record.get("status") in vocab.USABLE_STATUSES:
+        if (record.get("dataset") in DATASETS and dataset.get("distractors", 0) == k
+            and record.get("status") in vocab.USABLE_STATUSES):
             yield path.parent, record
 
 
@@ -78,9 +80,11 @@ def table(root: Path, k: int) -> str:
     for run_dir, record in finished(root, k):
         kept = frozenset(kept_inputs(run_dir, record))
         m = record["metrics"]
-        cells[(record["dataset"], record["condition"], record["beta"])].append((kept == TRUE_INPUTS, m["test_rmse"], m["contributing_edges"], kept))
+        cells[(record["dataset"], record["condition"], record["beta"])].append(
+            (kept == TRUE_INPUTS, m["test_rmse"], m["contributing_edges"], kept))
     lines = [f"Distractor study: k = {k} distractor inputs (root {root})", "",
-             "| dataset | condition | beta | runs | exactly x, y kept | median test RMSE | median edges | distractors kept (mean) |",
+             "| dataset | condition | beta | runs | exactly x, y kept | "
+             "median test RMSE | median edges | distractors kept (mean) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     def order(kv):
         (dataset, condition, beta), _ = kv
@@ -89,8 +93,9 @@ def table(root: Path, k: int) -> str:
     for (dataset, condition, beta), runs in sorted(cells.items(), key=order):
         exact = sum(r[0] for r in runs)
         noise = sum(len(r[3] - TRUE_INPUTS) for r in runs) / len(runs)
-        lines.append(f"| {dataset} | {condition} | {beta:g} | {len(runs)} | {exact}/{len(runs)} ({exact / len(runs):.0%}) | "
-                     f"{median(r[1] for r in runs):.4g} | {median(r[2] for r in runs):g} | {noise:.2f} |")
+        lines.append(f"| {dataset} | {condition} | {beta:g} | {len(runs)} | {exact}/{len(runs)} "
+                     f"({exact / len(runs):.0%}) | {median(r[1] for r in runs):.4g} | "
+                     f"{median(r[2] for r in runs):g} | {noise:.2f} |")
     if not cells:
         lines.append("| (no finished runs) | | | | | | | |")
     return "\n".join(lines)
@@ -114,13 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=("run", "table"))
     p.add_argument("--k", type=at_least(0), default=3, help="distractor inputs (default 3)")
     p.add_argument("--root", type=Path, default=None,
-                   help="results root of the study (default results/studies/distractors, outputs/studies-smoke/distractors with --quick)")
+                   help="results root of the study (default results/studies/distractors, "
+                        "outputs/studies-smoke/distractors with --quick)")
     p.add_argument("--seeds", type=at_least(1), default=10, help="seeds 0..N-1 (default 10)")
     p.add_argument("--quick", action="store_true", help="+debug=quick: a 20-epoch smoke test")
     p.add_argument("--no-table", action="store_true", help="run: train only (e.g. in a time-boxed GPU job), no table")
     p.add_argument("overrides", nargs="*", help="more Hydra overrides for every sweep")
     a = p.parse_intermixed_args(argv)
-    a.root = a.root or Path("outputs/studies-smoke/distractors" if a.quick else "results/studies/distractors")  # toy runs stay apart
+    # toy runs stay apart
+    a.root = a.root or Path("outputs/studies-smoke/distractors" if a.quick else "results/studies/distractors")
     if a.command == "table" and not a.root.is_dir():
         return report(SCRIPT, f"--root {a.root} is not a folder: give the study's results root")
     if a.command == "table" and a.overrides:

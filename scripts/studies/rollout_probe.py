@@ -80,11 +80,12 @@ def write_tables(results: list[dict], out: Path) -> None:
     rows, curves = [], []
     for r in results:
         rec = r["record"]
-        who = {"dataset": rec.get("dataset"), "condition": rec.get("condition"), "beta": rec.get("beta"), "seed": rec.get("seed"),
-               "one_step_rmse": rec["metrics"].get("test_rmse_one_step")}
+        who = {"dataset": rec.get("dataset"), "condition": rec.get("condition"), "beta": rec.get("beta"),
+               "seed": rec.get("seed"), "one_step_rmse": rec["metrics"].get("test_rmse_one_step")}
         sat_raw, sat_std = r["saturation"]
         for name, (raw, std) in r["protocols"].items():
-            rows.append({**who, "protocol": name, "rmse_raw": raw, "rmse_std": std, "saturation_std": sat_std, "saturation_raw": sat_raw})
+            rows.append({**who, "protocol": name, "rmse_raw": raw, "rmse_std": std, "saturation_std": sat_std,
+                         "saturation_raw": sat_raw})
         curves += [{**who, "h": h + 1, "rmse_raw": raw, "rmse_std": std}
                    for h, (raw, std) in enumerate(zip(r["curve_raw"], r["curve_std"], strict=True))]
     out.mkdir(parents=True, exist_ok=True)
@@ -104,11 +105,13 @@ def main(argv=None) -> int:
     for r in results:
         rec = r["record"]
         print(f"\n{r['run']}  ({rec.get('condition')}, beta {rec.get('beta')}, seed {rec.get('seed')}; "
-              f"recorded test_rmse {rec['metrics'].get('test_rmse'):.4g}, one-step {rec['metrics'].get('test_rmse_one_step'):.3g})")
+              f"recorded test_rmse {rec['metrics'].get('test_rmse'):.4g}, one-step "
+              f"{rec['metrics'].get('test_rmse_one_step'):.3g})")
         sat_raw, sat_std = r["saturation"]
         print(f"  saturation sqrt(2 var): raw {sat_raw:.4g}, standardized {sat_std:.4g}")
         print("  RMSE after h steps (mean over every start):  " + "  ".join(
-            f"h={h}: {r['curve_raw'][h - 1]:.3g} raw / {r['curve_std'][h - 1]:.3g} std" for h in HORIZONS if h <= args.max_horizon))
+            f"h={h}: {r['curve_raw'][h - 1]:.3g} raw / {r['curve_std'][h - 1]:.3g} std" for h in HORIZONS
+            if h <= args.max_horizon))
         for name, (raw, std) in r["protocols"].items():
             print(f"  {name:28s} raw {raw:.4g}   standardized {std:.4g}   ({std / sat_std:.0%} of saturation)")
     if args.out:
@@ -124,7 +127,8 @@ def main(argv=None) -> int:
             mine = [r for r in results if r["record"].get("dataset") == name]
             for r in mine:
                 rec = r["record"]
-                ax.semilogy(h, r["curve_std"], lw=1, label=f"{rec.get('condition')} beta={rec.get('beta')} seed={rec.get('seed')}")
+                ax.semilogy(h, r["curve_std"], lw=1,
+                            label=f"{rec.get('condition')} beta={rec.get('beta')} seed={rec.get('seed')}")
             ax.axhline(mine[0]["saturation"][1], color="k", ls="--", lw=1, label="saturation sqrt(2 var)")
             ax.set_title(name)
             ax.set_xlabel("steps h of free rollout")

@@ -12,7 +12,8 @@ ensemble (the recorded value counts as one more machine: it was scored on anothe
 difference is measured as kanx.verdicts' tolerance measures it: against the value plus the
 standard deviation of the test targets.
 
-    python scripts/studies/verdict_spread.py results/paper/ikeda results/paper/ecosystem --per-dataset 12 --cache /tmp/scores.json
+    python scripts/studies/verdict_spread.py results/paper/ikeda results/paper/ecosystem \\
+        --per-dataset 12 --cache /tmp/scores.json
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ def quantile(ordered: list[float], q: float) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("roots", nargs="*", type=Path, default=[Path("results/paper/ikeda"), Path("results/paper/ecosystem")])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("roots", nargs="*", type=Path, default=[Path("results/paper/ikeda"),
+                                                            Path("results/paper/ecosystem")])
     ap.add_argument("--per-dataset", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, help="keep the other capabilities' scores in this JSON file, and reuse them")
@@ -88,7 +91,8 @@ def main(argv=None) -> int:
         todo = [r for r in runs if r not in cache.get(cap, {})]
         if todo:
             env = {**os.environ, **variables, "OMP_NUM_THREADS": "1"}
-            out = subprocess.run([sys.executable, __file__, "--score-only", *todo], env=env, check=True, capture_output=True, text=True)
+            out = subprocess.run([sys.executable, __file__, "--score-only", *todo], env=env, check=True,
+                                 capture_output=True, text=True)
             cache.setdefault(cap, {}).update(json.loads(out.stdout))
         machines[cap] = cache[cap]
     if a.cache:
@@ -107,7 +111,9 @@ def main(argv=None) -> int:
         loaded = load_run(run)
         dataset = rebuild_dataset(loaded)
         with one_thread():
-            draws = {m: {k: v.tolist() for k, v in ulp_ensemble(dataset, _predictor(loaded.model, loaded.scaling, loaded.gate_estimator),
+            draws = {m: {k: v.tolist()
+                         for k, v in ulp_ensemble(dataset,
+                                                  _predictor(loaded.model, loaded.scaling, loaded.gate_estimator),
                                                                  every_step=every).items()} if dataset.dynamical else {}
                      for m, every in methods.items()}
         native = flat(native)
@@ -119,16 +125,16 @@ def main(argv=None) -> int:
                     plan = chaotic(label)
                     row = rows[(m, name)]
                     if plan is None:
-                        row["rel"].append((root_of(run, a.roots), abs(value - native[label]) / (abs(native[label]) + scale)))
+                        row["rel"].append((root_of(run, a.roots),
+                                           abs(value - native[label]) / (abs(native[label]) + scale)))
                     elif exact_or_tolerance(value, native[label], scale) == "differs":
                         d = draws[m][plan]
                         sd = statistics.stdev(d)
                         row["z"].append(abs(value - statistics.fmean(d)) / sd if sd else math.inf)
     print(f"{len(runs)} runs ({', '.join(str(r) for r in a.roots)}), one-ulp ensembles of 32 natively "
           f"(torch {torch.backends.cpu.get_cpu_capability()}); RTOL = {RTOL:g}, STOL = {STOL:g}\n")
-    print("| ensemble nudges | scored on | largest difference of an unamplified metric, relative to its value + the targets' sd | "
-          "rollout metrics past tolerance | "
-          "median abs z | 99th pct abs z | largest abs z |")
+    print("| ensemble nudges | scored on | largest difference of an unamplified metric, relative to its value + the "
+          "targets' sd | rollout metrics past tolerance | median abs z | 99th pct abs z | largest abs z |")
     print("|---|---|---|---|---|---|---|")
     for (m, name), row in rows.items():
         z = sorted(row["z"])
@@ -139,7 +145,8 @@ def main(argv=None) -> int:
     print("| root | " + " | ".join(others) + " |")
     print("|---|" + "---|" * len(others))
     for root in a.roots:
-        cells = [max((r for where, r in rows[(next(iter(methods)), name)]["rel"] if where == str(root)), default=0.0) for name in others]
+        cells = [max((r for where, r in rows[(next(iter(methods)), name)]["rel"] if where == str(root)), default=0.0)
+                 for name in others]
         print(f"| {root} | " + " | ".join(f"{c:.2e}" for c in cells) + " |")
     return 0
 

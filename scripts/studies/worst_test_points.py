@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     worst = torch.topk(err, min(a.top, len(err))).indices
     unit = run.record.get("target_unit") or ""
     print(f"{a.run_dir}: test RMSE {sq.mean().sqrt():.4g} {unit} over {len(err)} samples "
-          f"(record: {run.record['metrics'].get('test_rmse'):.4g}); train RMSE {run.record['metrics'].get('train_rmse'):.4g}")
+          f"(record: {run.record['metrics'].get('test_rmse'):.4g}); train RMSE "
+          f"{run.record['metrics'].get('train_rmse'):.4g}")
     scaled = lambda x: run.scaling.x(x.to(torch.float64)).unsqueeze(0).to(torch.float32)  # noqa: E731
     with torch.no_grad():
         gates = run.model.inference_gates(run.gate_estimator)
