@@ -32,7 +32,8 @@ FULL_TIER = ("slow", "slurm", "offline_gpu")  # the markers `make test` deselect
 def _starts_python(args) -> bool:
     if isinstance(args, str | bytes | os.PathLike):
         command = os.fsdecode(args)
-        return sys.executable in command or Path(command.split()[0] if command.split() else "").name.startswith("python")
+        return (sys.executable in command
+                or Path(command.split()[0] if command.split() else "").name.startswith("python"))
     program = os.fsdecode(list(args)[0]) if args else ""
     return program == sys.executable or Path(program).name.startswith("python")
 
@@ -58,7 +59,8 @@ def _fast_tier_starts_no_python(request, monkeypatch):
 
     def refuse_python(self, args, *rest, **kw):
         if _starts_python(args) and not _started_by_torch():
-            raise AssertionError(f"{request.node.nodeid} starts a Python process ({args!r}): mark it @pytest.mark.slow (make test-full)")
+            raise AssertionError(f"{request.node.nodeid} starts a Python process "
+                                 f"({args!r}): mark it @pytest.mark.slow (make test-full)")
         popen_init(self, args, *rest, **kw)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
@@ -87,5 +89,5 @@ def finished_efx(tmp_path_factory) -> Path:
     model.pt, the curve and the sealed done marker), trained once per session through
     kanx.runner as the CLI trains it. Tests read it or copy it; none changes it."""
     root = tmp_path_factory.mktemp("finished_efx")
-    return train_run(root / "sin_xy2" / "EFX" / "beta=0.1,seed=0", "+condition=EFX", "beta=0.1", "seed=0", f"results_root={root}",
-                     "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY)
+    return train_run(root / "sin_xy2" / "EFX" / "beta=0.1,seed=0", "+condition=EFX", "beta=0.1",
+                     "seed=0", f"results_root={root}", "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", *TOY)

@@ -72,7 +72,8 @@ def wait_for(root: Path, pattern: str, timeout: float = 120.0) -> Path:
 def cli(*args, cwd=ROOT, timeout=300, check=True, env=None):
     """`python -m kanx.train ARGS` in a fresh process (``env``: variables to add)."""
     env = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
-    p = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    p = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=cwd, capture_output=True, text=True,
+                       timeout=timeout, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return p

@@ -250,7 +250,8 @@ def test_duplicate_records_newest_done_marker_wins(tmp_path):
     os.utime(old / "done", ns=(1_000_000_000, 1_000_000_000))
     os.utime(new / "done", ns=(2_000_000_000, 2_000_000_000))
     runs = load_runs(tmp_path)
-    assert runs.set_index("path")["superseded"].to_dict() == {"sweep0/run/record.json": False, "sweep1/run/record.json": True}
+    assert runs.set_index("path")["superseded"].to_dict() == {"sweep0/run/record.json": False,
+                                                              "sweep1/run/record.json": True}
     medians = seed_medians(runs, complete=False)
     assert medians[["n_used", "n_total", "n_failed"]].iloc[0].tolist() == [1, 1, 0]
 
@@ -267,7 +268,8 @@ def fixture_medians(fixture_runs) -> pd.DataFrame:
 
 def test_fixture_statuses_are_kept_and_counted(fixture_runs, fixture_medians):
     runs = fixture_runs
-    assert len(runs) == 164 and runs.attrs["skipped"] == [("concrete/EFX/beta=0.001,seed=2/record.json", "no done marker")]
+    assert len(runs) == 164 and runs.attrs["skipped"] == [
+        ("concrete/EFX/beta=0.001,seed=2/record.json", "no done marker")]
     assert runs["status"].value_counts().to_dict() == {"ok": 161, "collapsed": 1, "diverged": 1, "failed": 1}
     m = fixture_medians.set_index(["dataset", "condition", "beta"])
     assert m.loc[("concrete", "E", 0.01), ["n_used", "n_total", "n_diverged"]].tolist() == [2, 3, 1]
@@ -294,7 +296,8 @@ def test_seed_medians_match_an_independent_computation_from_the_json():
         assert (row["n_used"], row["n_total"]) == (len(usable), len(records))
         assert row["rmse_median"] == statistics.median(rmse)
         assert row["edges_median"] == statistics.median(m["contributing_edges"] for m in usable)
-        assert (row["depth_min"], row["depth_max"]) == (min(m["depth"] for m in usable), max(m["depth"] for m in usable))
+        assert (row["depth_min"], row["depth_max"]) == (min(m["depth"] for m in usable),
+                                                        max(m["depth"] for m in usable))
     assert len(medians) == len(cells) + 1  # + the missing cell
 
 
@@ -345,7 +348,8 @@ def test_absolute_table_marks(fixture_medians):
 
     # all runs of a cell diverged: n/a, with its count
     runs = load_runs(RECORDS)
-    runs.loc[(runs["dataset"] == "concrete") & (runs["condition"] == "E") & (runs["beta"] == 0.01), ["status", "usable"]] = [
+    runs.loc[(runs["dataset"] == "concrete") & (runs["condition"] == "E") & (runs["beta"] == 0.01),
+             ["status", "usable"]] = [
         "diverged",
         False,
     ]
@@ -373,12 +377,14 @@ def test_pareto_runs_are_the_non_dominated_runs_of_each_condition(fixture_runs):
     for condition in CONDITIONS:
         mine = runs[runs["condition"] == condition]
         points = list(zip(mine["test_rmse"], mine["contributing_edges"], mine["path"], strict=True))
-        expected = {p for r, e, p in points if not any(r2 <= r and e2 <= e and (r2 < r or e2 < e) for r2, e2, _ in points)}
+        expected = {p for r, e, p in points
+                    if not any(r2 <= r and e2 <= e and (r2 < r or e2 < e) for r2, e2, _ in points)}
         assert set(front.loc[front["condition"] == condition, "path"]) == expected, condition
     assert front["contributing_edges"].gt(0).all() and front["condition"].tolist()[:2] == ["Baseline", "F"]
     # the collapsed run (0 edges, RMSE 0.9) is on its condition's front; ikeda X's non-finite RMSE is not
     f1 = pareto_runs(fixture_runs, "nguyen_f1")
-    assert f1.loc[f1["contributing_edges"] == 0, ["condition", "test_rmse", "depth"]].values.tolist() == [["EFX", 0.9, 0]]
+    assert (f1.loc[f1["contributing_edges"] == 0, ["condition", "test_rmse", "depth"]].values.tolist()
+            == [["EFX", 0.9, 0]])
     assert np.isfinite(pareto_runs(fixture_runs, "ikeda")["test_rmse"].astype(float)).all()
 
 
@@ -519,8 +525,10 @@ def test_architecture_edges_count_every_trunk_and_forward_edge(width, condition,
 def test_ungated_runs_whose_structure_differs_from_the_architecture_are_flagged(tmp_path):
     config = {"model": {"width": [1, 5, 5, 5, 1]}}
     for seed, edges in enumerate((60, 60, 59)):  # seed 2 lost an edge: impossible without gates
-        write_record(tmp_path, f"nguyen_f1/Baseline/s{seed}", dataset="nguyen_f1", family="nguyen", condition="Baseline",
-                     beta=0.0, seed=seed, config=config, metrics={"test_rmse": 0.1, "contributing_edges": edges, "depth": 4})
+        write_record(tmp_path, f"nguyen_f1/Baseline/s{seed}", dataset="nguyen_f1",
+                     family="nguyen", condition="Baseline",
+                     beta=0.0, seed=seed, config=config,
+                     metrics={"test_rmse": 0.1, "contributing_edges": edges, "depth": 4})
     write_record(tmp_path, "nguyen_f1/F/s0", dataset="nguyen_f1", family="nguyen", condition="F", beta=0.0, seed=0,
                  config=config, metrics={"test_rmse": 0.1, "contributing_edges": 106, "depth": 4})
     check = ungated_structure_check(load_runs(tmp_path)).set_index("condition")
@@ -536,10 +544,12 @@ def paper_cells(tmp_path: Path) -> pd.DataFrame:
     """Concrete Baseline and F at the paper's medians, EFX at beta 0.01 outside its range, and a
     user's dataset the paper does not have."""
     for seed in range(3):
-        for condition, beta, rmse, edges, depth in (("Baseline", None, 4.91, 351, 3), ("F", None, 4.82, 546, 3), ("EFX", 0.01, 9.99, 64, 2)):
+        for condition, beta, rmse, edges, depth in (("Baseline", None, 4.91, 351, 3), ("F", None, 4.82, 546, 3),
+                                                    ("EFX", 0.01, 9.99, 64, 2)):
             write_record(tmp_path, f"concrete/{condition}/s{seed}", condition=condition, beta=beta, seed=seed,
                          metrics={"test_rmse": rmse, "contributing_edges": edges, "depth": depth})
-        write_record(tmp_path, f"mydata/EFX/s{seed}", dataset="mydata", family="mydata", condition="EFX", beta=0.01, seed=seed)
+        write_record(tmp_path, f"mydata/EFX/s{seed}", dataset="mydata", family="mydata", condition="EFX", beta=0.01,
+                     seed=seed)
     return load_runs(tmp_path)
 
 
@@ -553,17 +563,22 @@ def test_the_paper_is_set_beside_every_dataset_it_has_and_a_users_dataset_gets_n
     fidelity = pd.read_csv(io_text(art.texts["tables/fidelity.csv"]))
     assert list(fidelity["dataset"]) == ["concrete", "*", "*"]  # the dataset, its family, all; mydata has no row
     row = fidelity.iloc[0]
-    assert (row["cells"], row["rmse_in"], row["edges_in"], row["depth_in"], row["ungated_cells"], row["ungated_exact"]) == (3, 2, 3, 3, 2, 2)
+    assert (row["cells"], row["rmse_in"], row["edges_in"], row["depth_in"], row["ungated_cells"],
+            row["ungated_exact"]) == (3, 2, 3, 3, 2, 2)
     assert "| **Concrete** |     3 |     2/3 (67%) |" in art.texts["tables/fidelity.md"]
-    assert "**9.99**" in art.texts["tables/published_concrete.md"] and "4.87 [4.64, 5.79]" in art.texts["tables/published_concrete.md"]
+    assert ("**9.99**" in art.texts["tables/published_concrete.md"]
+            and "4.87 [4.64, 5.79]" in art.texts["tables/published_concrete.md"])
     assert "## Beside the paper" not in build_artifacts(paper_cells(tmp_path / "again"), formats=(), paper=False).report
 
 
 def test_a_median_is_compared_at_the_precision_the_paper_prints():
-    published = pd.DataFrame([{"condition": "X", "beta": 0.1, "rmse_median": 0.0001, "rmse_min": 0.0001, "rmse_max": 0.0003,
+    published = pd.DataFrame([{"condition": "X", "beta": 0.1, "rmse_median": 0.0001,
+                               "rmse_min": 0.0001, "rmse_max": 0.0003,
                                **{f"{p}_{s}": 1.0 for p in ("edges", "depth") for s in ("median", "min", "max")}}])
-    medians = published.rename(columns=lambda c: c).assign(dataset="nguyen_f1", n_used=10, n_total=10, rmse_median=0.00007)
-    assert not compare_published(medians, published, "nguyen_f1")["rmse_in_range"].iloc[0]  # 7e-05 < 0.0001 at full precision
+    medians = published.rename(columns=lambda c: c).assign(dataset="nguyen_f1", n_used=10,
+                                                           n_total=10, rmse_median=0.00007)
+    # 7e-05 < 0.0001 at full precision
+    assert not compare_published(medians, published, "nguyen_f1")["rmse_in_range"].iloc[0]
     published.attrs["decimals"] = {"rmse_median": 4}
     assert compare_published(medians, published, "nguyen_f1")["rmse_in_range"].iloc[0]  # the paper prints it as 0.0001
 
@@ -580,7 +595,8 @@ def test_the_hv_table_stands_beside_the_papers_with_its_mean_and_ranking():
     assert side.loc["EFX", "mean_published"] == 0.949  # the paper's Mean as printed
     assert side.loc["EX", "rank_published"] == 1 and side.loc["EX", "rank_reproduced"] > 1
     only_two = hv_side_by_side(mine[["ikeda", "concrete"]].assign(mean=0.0), published).set_index("condition")
-    assert not only_two.attrs["all_families"] and only_two.loc["X", "mean_published"] == pytest.approx((0.996 + 0.396) / 2)
+    assert (not only_two.attrs["all_families"]
+            and only_two.loc["X", "mean_published"] == pytest.approx((0.996 + 0.396) / 2))
 
 
 def io_text(text: str):
@@ -592,14 +608,17 @@ def io_text(text: str):
 def test_the_rollout_horizon_reads_any_rung_of_the_curve_from_the_same_records(tmp_path):
     curve = {"1": 0.001, "10": 0.1, "500": 0.8, "1600": 0.86}
     config = {"dataset": {"horizon": 10, "n_rollouts": None}}
-    base = {"dataset": "ikeda", "family": "ikeda", "condition": "Baseline", "beta": 0.0, "n_test": 1600, "config": config}
+    base = {"dataset": "ikeda", "family": "ikeda", "condition": "Baseline", "beta": 0.0,
+            "n_test": 1600, "config": config}
     write_record(tmp_path, "ikeda/with_curve", seed=0, **base,
-                 metrics={"test_rmse": 0.1, "test_rmse_one_step": 0.001, "rollout_rmse": curve, "contributing_edges": 48, "depth": 4})
+                 metrics={"test_rmse": 0.1, "test_rmse_one_step": 0.001, "rollout_rmse": curve,
+                          "contributing_edges": 48, "depth": 4})
     write_record(tmp_path, "ikeda/before_curve", seed=1, **base,
                  metrics={"test_rmse": 0.2, "test_rmse_one_step": 0.002, "contributing_edges": 48, "depth": 4})
     as_recorded = load_runs(tmp_path).set_index("seed")["test_rmse"]
     assert as_recorded.to_dict() == {0: 0.1, 1: 0.2}
-    assert load_runs(tmp_path, rollout_horizon=10).set_index("seed")["test_rmse"].to_dict() == {0: 0.1, 1: 0.2}  # its own plan
+    # its own plan
+    assert load_runs(tmp_path, rollout_horizon=10).set_index("seed")["test_rmse"].to_dict() == {0: 0.1, 1: 0.2}
     whole = load_runs(tmp_path, rollout_horizon="whole")
     assert whole["test_rmse"].tolist() == [0.86]
     (skipped_path, why), = whole.attrs["skipped"]
@@ -612,10 +631,12 @@ def test_the_rollout_horizon_reads_any_rung_of_the_curve_from_the_same_records(t
 def test_latex_tables_escape_a_users_dataset_name(tmp_path):
     for seed in range(2):
         for condition, beta in (("Baseline", None), ("EFX", 0.01)):
-            write_record(tmp_path, f"my_data/{condition}/s{seed}", dataset="my_data", family="my_data", condition=condition, beta=beta, seed=seed)
+            write_record(tmp_path, f"my_data/{condition}/s{seed}", dataset="my_data", family="my_data",
+                         condition=condition, beta=beta, seed=seed)
     art = build_artifacts(load_runs(tmp_path), formats=())
     hv = art.texts["tables/hypervolume.tex"]
     assert r"my\_data" in hv and "my_data &" not in hv.replace("% ", "%")
     assert r"\%" in latex_escape("5%")
-    assert latex_escape(r"a_b&c$d#e{f}~^\\") == r"a\_b\&c\$d\#e\{f\}\textasciitilde{}\textasciicircum{}\textbackslash{}\textbackslash{}"
+    assert (latex_escape(r"a_b&c$d#e{f}~^\\")
+            == r"a\_b\&c\$d\#e\{f\}\textasciitilde{}\textasciicircum{}\textbackslash{}\textbackslash{}")
     assert family_label("sin_xy2", latex=True) == r"$\sin(x+y^2)$"  # the shipped names stay written LaTeX

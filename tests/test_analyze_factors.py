@@ -49,7 +49,8 @@ def write(root: Path, dataset: str, condition: str, beta, seed: int, rmse: float
     if selected is not None:
         metrics["selected_inputs"] = selected
     record = {"schema_version": 1, "dataset": dataset, "family": "nguyen" if dataset.startswith("nguyen") else dataset,
-              "condition": condition, "beta": beta, "seed": seed, "status": "ok", "metrics": metrics, "git_commit": "abc"}
+              "condition": condition, "beta": beta, "seed": seed, "status": "ok",
+              "metrics": metrics, "git_commit": "abc"}
     folder = root / dataset / condition / "t" / f"beta={beta},seed={seed}"
     folder.mkdir(parents=True)
     (folder / "record.json").write_text(json.dumps(record))
@@ -87,7 +88,8 @@ def test_a_name_that_is_no_factor_set_is_still_unreadable(tmp_path):
     runs = load_runs(tmp_path)
     assert runs["condition"].tolist() == ["E"]
     reasons = dict(runs.attrs["skipped"])
-    assert "must name each factor once, in the order EFXNI: 'EX'" in reasons["concrete/XE/t/beta=0.01,seed=0/record.json"]
+    assert ("must name each factor once, in the order EFXNI: 'EX'"
+            in reasons["concrete/XE/t/beta=0.01,seed=0/record.json"])
     assert "unknown factor(s) 'Q'" in reasons["concrete/EQ/t/beta=0.01,seed=0/record.json"]
 
 
@@ -140,7 +142,8 @@ def test_the_report_lists_the_factor_sets_and_the_paper_columns_stay_the_papers(
     assert "| Concrete | EFXI  | 0.01 |" in report and "| Concrete | EN    | 0.01 |" in report  # log-ratios
     assert "| EFXI  | 0.01 |    3 |    3/3 |   2/3 | 1/3 |" in report  # selected inputs
     assert "Rows after EFX (factor sets with N or I)" in art.texts["tables/hypervolume.md"]
-    assert "EFXI" not in art.texts["tables/published_concrete.csv"] and "EFXI" not in art.texts["tables/hypervolume_vs_paper.csv"]
+    assert ("EFXI" not in art.texts["tables/published_concrete.csv"]
+            and "EFXI" not in art.texts["tables/hypervolume_vs_paper.csv"])
     assert "EFXI" in art.texts["tables/absolute_concrete.tex"] and "EFXI" in art.texts["tables/hypervolume.csv"]
     ax = art.figures["figures/log_ratios"].axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()][-2:] == ["EN", "EFXI"]
@@ -166,4 +169,5 @@ def test_records_of_factor_sets_leave_the_papers_numbers_as_they_are(tmp_path):
     pd.testing.assert_frame_equal(hv1.loc[list(CONDITIONS)], hv0)
     assert hv1.index.tolist()[8:] == ["EN", "EFXI", "EFXNI"]
     published = paper_published("concrete")
-    pd.testing.assert_frame_equal(compare_published(m1, published, "concrete"), compare_published(m0, published, "concrete"))
+    pd.testing.assert_frame_equal(compare_published(m1, published, "concrete"),
+                                  compare_published(m0, published, "concrete"))

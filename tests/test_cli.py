@@ -18,12 +18,14 @@ from kanx.trainer import describe_device
 
 
 def test_small_real_sweep_through_the_cli(tmp_path):
-    args = [f"results_root={tmp_path}", "train.epochs=3", "train.warmup=1", "train.fc_warmup=1", "beta=0.0,0.1", "seed=0,1", *TOY, "-m"]
+    args = [f"results_root={tmp_path}", "train.epochs=3", "train.warmup=1", "train.fc_warmup=1",
+            "beta=0.0,0.1", "seed=0,1", *TOY, "-m"]
     for condition in ("E", "EFX"):
         cli(f"+condition={condition}", *args)
     recs = records(tmp_path)
     assert len(recs) == 8
-    assert {(r["condition"], r["beta"], r["seed"]) for r in recs} == {(c, b, s) for c in ("E", "EFX") for b in (0.0, 0.1) for s in (0, 1)}
+    assert {(r["condition"], r["beta"], r["seed"]) for r in recs} == {
+        (c, b, s) for c in ("E", "EFX") for b in (0.0, 0.1) for s in (0, 1)}
     for r in recs:
         assert r["status"] in ("ok", "collapsed") and r["schema_version"] == 1
         assert r["metrics"]["test_rmse"] > 0 and r["metrics"]["depth"] >= 0
@@ -41,15 +43,16 @@ def test_small_real_sweep_through_the_cli(tmp_path):
 def test_a_sweep_over_conditions_leaves_no_folder_for_the_default_condition(tmp_path):
     """Hydra writes multirun.yaml into the primary config's sweep folder, which is Baseline's
     when +condition is swept: no run lands there, so no empty Baseline sweep is left."""
-    cli("+condition=X,FX", f"results_root={tmp_path}", "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "beta=0.1", "seed=0",
-        "hydra.launcher.group=all", *TOY, "-m")
+    cli("+condition=X,FX", f"results_root={tmp_path}", "train.epochs=2", "train.warmup=1",
+        "train.fc_warmup=1", "beta=0.1", "seed=0", "hydra.launcher.group=all", *TOY, "-m")
     assert sorted(r["condition"] for r in records(tmp_path)) == ["FX", "X"]
     assert sorted(p.name for p in (tmp_path / "sin_xy2").iterdir()) == ["FX", "X"]
 
 
 def test_baseline_and_f_sweep_seeds_only():
     assert composed("+condition=F", "dataset=concrete", hydra=True).hydra.sweeper.params.beta == "0.0"
-    assert composed("+condition=X", "dataset=concrete", hydra=True).hydra.sweeper.params.beta == "0.0,0.001,0.005,0.01,0.05,0.1,0.5"
+    assert (composed("+condition=X", "dataset=concrete", hydra=True).hydra.sweeper.params.beta
+            == "0.0,0.001,0.005,0.01,0.05,0.1,0.5")
     assert composed("dataset=ikeda", hydra=True).hydra.sweeper.params.beta == "0.0"  # no condition: the baseline
     assert composed("+condition=E", hydra=True).hydra.sweeper.params.seed == "range(0,10)"
     assert composed("+condition=EFX").condition.name == "EFX"
@@ -57,8 +60,10 @@ def test_baseline_and_f_sweep_seeds_only():
 
 @pytest.mark.slow
 def test_a_killed_sweep_resumes_with_one_valid_record_per_run(tmp_path):
-    args = ["+condition=E", f"results_root={tmp_path}", "train.epochs=40", "train.warmup=1", "beta=0.0,0.1", "seed=0,1,2", "train.pack_size=1", *TOY, "-m"]
-    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["+condition=E", f"results_root={tmp_path}", "train.epochs=40", "train.warmup=1", "beta=0.0,0.1",
+            "seed=0,1,2", "train.pack_size=1", *TOY, "-m"]
+    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     while time.time() < deadline and len(list(tmp_path.rglob("done"))) < 2:
         time.sleep(0.2)
@@ -75,10 +80,11 @@ def test_a_killed_sweep_resumes_with_one_valid_record_per_run(tmp_path):
 
 @pytest.mark.slow
 def test_resuming_from_a_checkpoint_gives_the_same_numbers(tmp_path):
-    common = ["+condition=EFX", "train.epochs=30", "train.warmup=4", "train.fc_warmup=2", "train.checkpoint_every=2", "beta=0.05", "seed=3", *TOY]
+    common = ["+condition=EFX", "train.epochs=30", "train.warmup=4", "train.fc_warmup=2", "train.checkpoint_every=2",
+              "beta=0.05", "seed=3", *TOY]
     cli(*common, f"results_root={tmp_path / 'straight'}")
-    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *common, f"results_root={tmp_path / 'killed'}"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *common, f"results_root={tmp_path / 'killed'}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     ckpts = []
     while time.time() < deadline and not ckpts and proc.poll() is None:
@@ -95,7 +101,8 @@ def test_resuming_from_a_checkpoint_gives_the_same_numbers(tmp_path):
 
 
 def test_same_config_and_seed_give_identical_metrics(tmp_path):
-    cfg = composed("+condition=EFX", "train.epochs=4", "train.warmup=1", "train.fc_warmup=1", "beta=0.1", "seed=5", *TOY)
+    cfg = composed("+condition=EFX", "train.epochs=4", "train.warmup=1", "train.fc_warmup=1",
+                   "beta=0.1", "seed=5", *TOY)
     a = run_jobs([(cfg, tmp_path / "a")])[0]
     b = run_jobs([(cfg, tmp_path / "b")])[0]
     assert a["metrics"] == b["metrics"] and a["config_hash"] == b["config_hash"]

@@ -53,8 +53,9 @@ def test_two_csv_files_in_one_root_are_two_datasets(tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
     # Folders: <name>/<condition>/<tag> with no trace of the (absolute) file paths.
     sweeps = sorted(p.parent.parent.relative_to(out).as_posix() for p in out.rglob("record.json"))
-    assert sweeps == ["first/E/dataset.target=y,train.batch_size=16,train.epochs=2,train.fc_warmup=1,train.warmup=1"] * 2 + [
-        "second/E/dataset.target=y,train.batch_size=16,train.epochs=2,train.fc_warmup=1,train.warmup=1"] * 2
+    assert sweeps == (
+        ["first/E/dataset.target=y,train.batch_size=16,train.epochs=2,train.fc_warmup=1,train.warmup=1"] * 2
+        + ["second/E/dataset.target=y,train.batch_size=16,train.epochs=2,train.fc_warmup=1,train.warmup=1"] * 2)
     runs = load_runs(out)
     assert sorted(set(runs["dataset"])) == ["first", "second"]
     assert set(runs["family"]) == {"first", "second"}

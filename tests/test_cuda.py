@@ -62,15 +62,18 @@ def test_a_diverging_member_is_frozen_on_cuda():
 
 
 def test_a_cli_sweep_on_cuda_matches_the_cpu_sweep(tmp_path):
-    args = ["+condition=EFX", "train.epochs=3", "train.warmup=1", "train.fc_warmup=1", "beta=0.0,0.1", "seed=0,1", *TOY, "-m"]
+    args = ["+condition=EFX", "train.epochs=3", "train.warmup=1", "train.fc_warmup=1", "beta=0.0,0.1", "seed=0,1", *TOY,
+            "-m"]
     cli(f"results_root={tmp_path / 'cuda'}", "device=cuda", *args)
     cli(f"results_root={tmp_path / 'cpu'}", "device=cpu", *args)
     on_cuda, on_cpu = records(tmp_path / "cuda"), records(tmp_path / "cpu")
     assert len(on_cuda) == len(on_cpu) == 4
     for g, c in zip(on_cuda, on_cpu, strict=True):
         assert (g["beta"], g["seed"], g["status"]) == (c["beta"], c["seed"], c["status"])
-        assert g["metrics"]["test_rmse"] == pytest.approx(c["metrics"]["test_rmse"], rel=1e-3), json.dumps([g["metrics"], c["metrics"]])
-        assert (g["metrics"]["contributing_edges"], g["metrics"]["depth"]) == (c["metrics"]["contributing_edges"], c["metrics"]["depth"])
+        assert g["metrics"]["test_rmse"] == pytest.approx(c["metrics"]["test_rmse"], rel=1e-3), (
+            json.dumps([g["metrics"], c["metrics"]]))
+        assert (g["metrics"]["contributing_edges"], g["metrics"]["depth"]) == (
+            c["metrics"]["contributing_edges"], c["metrics"]["depth"])
         assert g["timing"]["device"].startswith("cuda (") and c["timing"]["device"] == "cpu"
 
 
@@ -84,11 +87,13 @@ def test_graph_replay_follows_the_eager_cuda_step(condition):
     runs = mixed_runs() if condition == "mixed" else make_runs(condition=condition)
     x, y = toy_data(len(runs), N=120)  # a partial last batch: a second graph
     eager, graph = trained(runs, x, y, CUDA), trained(graphed(runs), x, y, CUDA)
-    assert graph.epoch_graph.capture and len(graph.epoch_graph.graphs) == (2 if condition != "Baseline" else 1)  # FC off and on
+    # FC off and on
+    assert graph.epoch_graph.capture and len(graph.epoch_graph.graphs) == (2 if condition != "Baseline" else 1)
     for m in range(len(runs)):
         a, b = eager.member_model_state(m), graph.member_model_state(m)
         for name in a:
-            assert torch.allclose(a[name], b[name], rtol=1e-4, atol=1e-5), (m, name, (a[name] - b[name]).abs().max().item())
+            assert torch.allclose(a[name], b[name], rtol=1e-4, atol=1e-5), (
+                m, name, (a[name] - b[name]).abs().max().item())
 
 
 def test_graph_replay_is_deterministic_and_resumes_bitwise():

@@ -23,7 +23,8 @@ def test_metrics_csv_has_the_curves_of_every_member(tmp_path):
     assert run_plan(configs, group="all") == 0  # one mixed pack of EFX and Baseline members
     efx = kanx.load_run(configs[1][1]).history  # beta 0.1
     assert list(efx["epoch"]) == [2, 4, 6, 8, 10, 12]
-    assert {"loss", "data_loss", "lc", "beta", "open_gates", "exit", "pi_0", "pi_1", "pi_2", "tau_x", "lr", "elapsed_s"} <= set(efx.columns)
+    assert {"loss", "data_loss", "lc", "beta", "open_gates", "exit", "pi_0", "pi_1", "pi_2", "tau_x", "lr",
+            "elapsed_s"} <= set(efx.columns)
     assert (efx["beta"] == [0.0, 0.0, 0.1, 0.1, 0.1, 0.1]).all()  # warmup: beta off for epochs 0-3
     assert ((efx["pi_0"] + efx["pi_1"] + efx["pi_2"]).round(5) == 1).all()
     assert (efx["loss"] >= efx["data_loss"] - 1e-7).all() and efx["tau_x"].is_monotonic_decreasing
@@ -40,7 +41,8 @@ def test_a_resumed_run_keeps_its_earlier_rows(tmp_path, monkeypatch):
     configs = run_dirs(tmp_path, "E", betas="0.1")
     run_until_interrupted(configs, 8, monkeypatch)
     run_dir = configs[0][1]
-    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6, 8]  # appended live, past the checkpoint at 6
+    # appended live, past the checkpoint at 6
+    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == [2, 4, 6, 8]
     assert not (run_dir / "metrics.csv.gz").exists()  # unfinished: the live file stays plain
     import kanx.curves
 
@@ -73,13 +75,16 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     from kanx.analyze.collect import load_runs
     from kanx.analyze.curve_figures import beta_onset, curve_figures, drawable_history
 
-    configs = run_dirs(tmp_path, "EFX", seeds="0,1", betas="0.1") + run_dirs(tmp_path, "baseline", seeds="0,1", betas="0.0")
+    configs = (run_dirs(tmp_path, "EFX", seeds="0,1", betas="0.1")
+               + run_dirs(tmp_path, "baseline", seeds="0,1", betas="0.0"))
     assert run_plan(configs, group="all") == 0
     curves = tmp_path / "figures" / "curves" / "sin_xy2"
     assert main([str(tmp_path), "--curves", "--formats", "png"]) == 0
-    assert {p.relative_to(curves).as_posix() for p in curves.rglob("*.png")} == {"EFX/beta=0.1.png", "Baseline/beta=0.png"}
+    assert {p.relative_to(curves).as_posix() for p in curves.rglob("*.png")} == {
+        "EFX/beta=0.1.png", "Baseline/beta=0.png"}
     assert main([str(tmp_path), "--curves", "all", "--formats", "png"]) == 0
-    expected = {f"{c}/beta={b}{s}.png" for c, b in (("EFX", "0.1"), ("Baseline", "0")) for s in ("", ",seed=0", ",seed=1")}
+    expected = {f"{c}/beta={b}{s}.png" for c, b in (("EFX", "0.1"), ("Baseline", "0"))
+                for s in ("", ",seed=0", ",seed=1")}
     assert {p.relative_to(curves).as_posix() for p in curves.rglob("*.png")} == expected
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in curves.rglob("*.png"))
     report = (tmp_path / "report.md").read_text()
@@ -236,7 +241,8 @@ def test_compress_curves_converts_finished_runs_once_and_leaves_those_its_marker
 
     assert main(["compress-curves", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert "compressed the training curves of 2 finished run(s)" in out and "1 of them unchecked as before" in out and "left 1" in out
+    assert ("compressed the training curves of 2 finished run(s)" in out and "1 of them unchecked as before" in out
+            and "left 1" in out)
     assert f"{changed}:" in out and "metrics.csv is corrupt" in out
     assert (unlisted / "done").read_bytes() == unlisted_marker and not (unlisted / "metrics.csv").exists()
     assert read_history(unlisted)["epoch"].tolist() == [2, 4]
@@ -367,7 +373,8 @@ def test_a_cut_last_line_is_dropped_and_a_row_with_new_columns_rewrites_the_curv
     path.write_text("epoch,loss\n2,1.0\n4,0.5\n")
     assert _append(path, columns, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}) == ["epoch", "loss", "tau_x"]
     assert path.read_text().splitlines()[0] == "epoch,loss,tau_x"
-    assert read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.2, "tau_x": 1.5}]
+    assert read_rows(path) == [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5},
+                               {"epoch": 6, "loss": 0.2, "tau_x": 1.5}]
 
 
 def test_logger_mlflow_continues_a_resumed_runs_mlflow_run(tmp_path, monkeypatch):
@@ -399,11 +406,13 @@ def test_live_files_kept_open_or_opened_per_row_hold_the_same_rows_through_a_cha
     for d in dirs:
         d.mkdir()
     curves = Curves(dirs, every=2, resume_epoch=0)
-    rows = [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.25, "tau_x": 1.5}, {"epoch": 8, "loss": 0.125, "tau_x": 1.0}]
+    rows = [{"epoch": 2, "loss": 1.0}, {"epoch": 4, "loss": 0.5}, {"epoch": 6, "loss": 0.25, "tau_x": 1.5},
+            {"epoch": 8, "loss": 0.125, "tau_x": 1.0}]
     for row in rows:
         for m in range(2):
             curves.columns[m] = curves._append(m, row)
-        assert [read_rows(d / "metrics.csv") for d in dirs] == [[{k: v for k, v in r.items()} for r in rows[: rows.index(row) + 1]]] * 2
+        assert [read_rows(d / "metrics.csv") for d in dirs] == [
+            [{k: v for k, v in r.items()} for r in rows[: rows.index(row) + 1]]] * 2
     assert list(curves._files) == [0]
     curves.flush()
     curves.close()

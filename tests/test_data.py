@@ -52,7 +52,8 @@ def same_data(a, b) -> bool:
 
 # ------------------------------------------------------------------------------ registry
 def test_registry_names_in_paper_order():
-    expected = ["sin_xy2", *(f"nguyen_f{i}" for i in range(1, 11)), "ikeda", "ecosystem", "concrete", "superconductor", "csv"]
+    expected = ["sin_xy2", *(f"nguyen_f{i}" for i in range(1, 11)), "ikeda", "ecosystem", "concrete", "superconductor",
+                "csv"]
     assert list(DATASETS) == expected
     assert DATASETS["nguyen_f7"].family == "nguyen" and DATASETS["ikeda"].family == "ikeda"
 
@@ -61,7 +62,8 @@ def test_registry_names_in_paper_order():
 def test_shapes_counts_and_seeding(name):
     n_train, n_test, q, p = SIZES[name]
     ds = load(name)
-    assert (ds.x_train.shape, ds.y_train.shape, ds.x_test.shape, ds.y_test.shape) == ((n_train, q), (n_train, p), (n_test, q), (n_test, p))
+    assert (ds.x_train.shape, ds.y_train.shape, ds.x_test.shape, ds.y_test.shape) == (
+        (n_train, q), (n_train, p), (n_test, q), (n_test, p))
     assert all(t.dtype == torch.float64 for t in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     assert (ds.n_train, ds.n_test, ds.n_inputs, ds.n_outputs) == (n_train, n_test, q, p)
     assert len(ds.input_names) == q and len(ds.output_names) == p
@@ -97,7 +99,8 @@ def test_function_benchmarks_follow_the_paper():
             assert (x >= low).all() and (x <= high).all(), name
             # uniform draws: 1,024 points come within 2% of the width of both ends
             if len(x) == 1024:
-                assert (x.min(0) < low + 0.02 * (high - low)).all() and (x.max(0) > high - 0.02 * (high - low)).all(), name
+                assert ((x.min(0) < low + 0.02 * (high - low)).all()
+                        and (x.max(0) > high - 0.02 * (high - low)).all()), name
 
 
 def test_sizes_are_options_and_test_points_do_not_depend_on_n_train():
@@ -234,10 +237,12 @@ def test_the_rollout_ladder_holds_every_rung_and_agrees_with_the_plans_it_contai
     ladder = metrics["rollout_rmse"]
     assert list(ladder) == [str(h) for h in rollout_rungs(ds.n_test)] and ladder[str(ds.n_test)] is not None
     assert [int(h) for h in ladder][:4] == [1, 2, 5, 10] and int(list(ladder)[-1]) == ds.n_test
-    assert ladder["1"] == pytest.approx(metrics["test_rmse_one_step"], rel=1e-12)  # one-step rollouts tiling the segment
+    # one-step rollouts tiling the segment
+    assert ladder["1"] == pytest.approx(metrics["test_rmse_one_step"], rel=1e-12)
     assert ladder[str(ds.horizon)] == pytest.approx(metrics["test_rmse"], rel=1e-12)  # the configured plan is one rung
     whole = load(name)  # one rollout over the whole segment
-    assert ladder[str(ds.n_test)] == pytest.approx(evaluate_members([whole], mean_predictor([whole]))[0]["test_rmse"], rel=1e-12)
+    assert ladder[str(ds.n_test)] == pytest.approx(
+        evaluate_members([whole], mean_predictor([whole]))[0]["test_rmse"], rel=1e-12)
 
 
 def test_overlapping_rollouts_start_from_every_state_that_allows_the_horizon():
@@ -276,7 +281,8 @@ def mean_predictor(datasets):
     return lambda x: means.expand(*x.shape[:-1], -1)
 
 
-@pytest.mark.parametrize("name, options", [("ikeda", {}), ("ecosystem", {}), ("ikeda", {"n_rollouts": 4}), ("nguyen_f9", {})])
+@pytest.mark.parametrize("name, options", [("ikeda", {}), ("ecosystem", {}), ("ikeda", {"n_rollouts": 4}),
+                                           ("nguyen_f9", {})])
 def test_training_mean_scores_test_spread_and_bias(name, options):
     ds = load(name, **options)
     metrics = evaluate_members([ds], mean_predictor([ds]))[0]
@@ -286,7 +292,8 @@ def test_training_mean_scores_test_spread_and_bias(name, options):
     expected = math.sqrt((targets.var(0, correction=0) + bias**2).mean().item())
     assert metrics["test_rmse"] == pytest.approx(expected, rel=1e-12)
     if ds.dynamical:  # the whole test segment at one step
-        assert metrics["test_rmse_one_step"] == pytest.approx(((ds.y_test - ds.y_train.mean(0)) ** 2).mean().sqrt().item(), rel=1e-12)
+        assert (metrics["test_rmse_one_step"]
+                == pytest.approx(((ds.y_test - ds.y_train.mean(0)) ** 2).mean().sqrt().item(), rel=1e-12))
 
 
 def test_rollouts_start_evenly_and_tile_the_test_segment():
@@ -313,8 +320,10 @@ def test_non_finite_predictions_give_nan_for_that_member_only():
 
     good, bad = evaluate_members(datasets, second_member_blows_up)
     good_ladder, bad_ladder = good.pop("rollout_rmse"), bad.pop("rollout_rmse")
-    assert good == {"train_rmse": 0.0, "test_rmse": 0.0, "test_rmse_one_step": 0.0} and set(good_ladder.values()) == {0.0}
-    assert all(math.isnan(v) for v in (*bad.values(), *bad_ladder.values())) and all(isinstance(v, float) for v in bad.values())
+    assert (good == {"train_rmse": 0.0, "test_rmse": 0.0, "test_rmse_one_step": 0.0}
+            and set(good_ladder.values()) == {0.0})
+    assert (all(math.isnan(v) for v in (*bad.values(), *bad_ladder.values()))
+            and all(isinstance(v, float) for v in bad.values()))
 
 
 def test_evaluate_members_scores_datasets_of_one_shape_and_rejects_others():
@@ -385,7 +394,8 @@ def sorted_rows(a: np.ndarray) -> np.ndarray:
 def test_concrete_has_the_raw_and_derived_inputs_of_the_raw_file():
     ds = load("concrete")
     raw = pd.read_csv(SHARED_DATA / "concrete.csv")
-    assert ds.input_names == (*raw.columns[:8], "water_cement_ratio", "water_binder_ratio", "total_binder", "total_aggregate", "log_age_plus_1")
+    assert ds.input_names == (*raw.columns[:8], "water_cement_ratio", "water_binder_ratio", "total_binder",
+                              "total_aggregate", "log_age_plus_1")
     assert ds.target_unit == "MPa" and ds.provenance["reference_copy"]
     x = torch.cat([ds.x_train, ds.x_test]).numpy()
     y = torch.cat([ds.y_train, ds.y_test]).numpy()
@@ -401,13 +411,15 @@ def test_concrete_has_the_raw_and_derived_inputs_of_the_raw_file():
 @needs_shared
 def test_superconductor_has_the_five_inputs_drawn_without_replacement():
     ds = load("superconductor")
-    assert ds.input_names == ("number_of_elements", "wtd_mean_Valence", "entropy_Valence", "wtd_mean_fie", "mean_ElectronAffinity")
+    assert ds.input_names == ("number_of_elements", "wtd_mean_Valence", "entropy_Valence",
+                              "wtd_mean_fie", "mean_ElectronAffinity")
     assert ds.output_names == ("critical_temp",) and ds.target_unit == "K"
     raw = pd.read_csv(SHARED_DATA / "superconductor.csv").to_numpy()
     drawn = np.column_stack([torch.cat([ds.x_train, ds.x_test]).numpy(), torch.cat([ds.y_train, ds.y_test]).numpy()])
     counts = pd.Series(map(tuple, raw)).value_counts()
     drawn_counts = pd.Series(map(tuple, drawn)).value_counts()
-    assert (drawn_counts <= counts.reindex(drawn_counts.index)).all(), "every drawn row is in the file, none more often than there"
+    assert (drawn_counts <= counts.reindex(drawn_counts.index)).all(), (
+        "every drawn row is in the file, none more often than there")
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -439,7 +451,8 @@ def corrupt(text: str, kind: str) -> str:
 
 @needs_shared
 @pytest.mark.parametrize("name", ["concrete", "superconductor"])
-@pytest.mark.parametrize("kind", ["truncated", "cut mid-line", "non-numeric", "out of range", "missing column", "empty"])
+@pytest.mark.parametrize("kind", ["truncated", "cut mid-line", "non-numeric", "out of range",
+                                  "missing column", "empty"])
 def test_a_bad_copy_is_a_data_error_naming_the_file(tmp_path, name, kind):
     good = (SHARED_DATA / f"{name}.csv").read_text()
     bad = tmp_path / f"{name}.csv"
@@ -479,9 +492,12 @@ def test_a_missing_kanx_data_dir_is_named_as_the_environment_variable(monkeypatc
 
 
 # --------------------------------------------------------------------- official UCI files
-SUPERCONDUCTOR_PROPERTIES = ["atomic_mass", "fie", "atomic_radius", "Density", "ElectronAffinity", "FusionHeat", "ThermalConductivity", "Valence"]
-SUPERCONDUCTOR_STATS = ["mean", "wtd_mean", "gmean", "wtd_gmean", "entropy", "wtd_entropy", "range", "wtd_range", "std", "wtd_std"]
-OFFICIAL_COLUMNS = ["number_of_elements", *(f"{s}_{p}" for p in SUPERCONDUCTOR_PROPERTIES for s in SUPERCONDUCTOR_STATS), "critical_temp"]
+SUPERCONDUCTOR_PROPERTIES = ["atomic_mass", "fie", "atomic_radius", "Density", "ElectronAffinity", "FusionHeat",
+                             "ThermalConductivity", "Valence"]
+SUPERCONDUCTOR_STATS = ["mean", "wtd_mean", "gmean", "wtd_gmean", "entropy", "wtd_entropy", "range",
+                        "wtd_range", "std", "wtd_std"]
+OFFICIAL_COLUMNS = ["number_of_elements", *(f"{s}_{p}" for p in SUPERCONDUCTOR_PROPERTIES
+                                            for s in SUPERCONDUCTOR_STATS), "critical_temp"]
 
 
 @pytest.fixture(scope="module")
@@ -510,14 +526,17 @@ def test_official_converters_check_the_header():
     names = list(tabular.CONCRETE.columns)
     official = ["Cement (component 1)(kg in a m^3 mixture)", "Blast Furnace Slag (component 2)(kg in a m^3 mixture)",
                 "Fly Ash (component 3)(kg in a m^3 mixture)", "Water  (component 4)(kg in a m^3 mixture)",
-                "Superplasticizer (component 5)(kg in a m^3 mixture)", "Coarse Aggregate  (component 6)(kg in a m^3 mixture)",
-                "Fine Aggregate (component 7)(kg in a m^3 mixture)", "Age (day)", "Concrete compressive strength(MPa, megapascals) "]
+                "Superplasticizer (component 5)(kg in a m^3 mixture)",
+                "Coarse Aggregate  (component 6)(kg in a m^3 mixture)",
+                "Fine Aggregate (component 7)(kg in a m^3 mixture)", "Age (day)",
+                "Concrete compressive strength(MPa, megapascals) "]
     sheet = pd.DataFrame([[540, 0, 0, 162, 2.5, 1040, 676, 28, 79.99]], columns=official)
     assert list(tabular.concrete_from_official(sheet, Path("Concrete_Data.xls")).columns) == names
     with pytest.raises(DataError, match="Concrete_Data.xls: header"):
         tabular.concrete_from_official(sheet.iloc[:, :8], Path("Concrete_Data.xls"))
     wide = pd.DataFrame(0, index=range(3), columns=OFFICIAL_COLUMNS)
-    assert list(tabular.superconductor_from_official(wide, Path("train.csv")).columns) == list(tabular.SUPERCONDUCTOR.columns)
+    assert (list(tabular.superconductor_from_official(wide, Path("train.csv")).columns)
+            == list(tabular.SUPERCONDUCTOR.columns))
     with pytest.raises(DataError, match=r"train.csv: has 81 columns \(missing \['wtd_mean_fie'\]\)"):
         tabular.superconductor_from_official(wide.drop(columns="wtd_mean_fie"), Path("train.csv"))
 
@@ -534,7 +553,8 @@ def test_missing_data_fails_fast_saying_how_to_supply_it(monkeypatch, tmp_path):
         load("concrete", data_dir=tmp_path)
     message = str(err.value)
     cached = tmp_path / "cache" / "kanx" / "concrete" / "Concrete_Data.xls"
-    for word in ("Concrete_Data.xls", "concrete.csv", tabular.CONCRETE.url, "KANX_DATA_DIR", str(cached), "Name or service not known"):
+    for word in ("Concrete_Data.xls", "concrete.csv", tabular.CONCRETE.url, "KANX_DATA_DIR", str(cached),
+                 "Name or service not known"):
         assert word in message
     assert asked["url"] == tabular.CONCRETE.url and asked["timeout"] <= 30
 
@@ -599,8 +619,10 @@ def test_csv_trains_on_any_numeric_table(tmp_path):
         (None, {"target": "label"}, DataError, ["no such file"]),
         (CSV_LINES, {"target": "lable"}, DataError, ["'lable'", "the columns are"]),
         (CSV_LINES, {"target": "label", "features": ["a", "z"]}, DataError, ["'z'"]),
-        ([*CSV_LINES[:4], "s9,9,abc,1,19", *CSV_LINES[4:]], {"target": "label"}, DataError, ["'b'", "'abc'", "data row 4"]),
-        ([*CSV_LINES[:4], "s9,9,,1,19", *CSV_LINES[4:]], {"target": "label"}, DataError, ["'b'", "missing", "data row 4"]),
+        ([*CSV_LINES[:4], "s9,9,abc,1,19", *CSV_LINES[4:]], {"target": "label"}, DataError,
+         ["'b'", "'abc'", "data row 4"]),
+        ([*CSV_LINES[:4], "s9,9,,1,19", *CSV_LINES[4:]], {"target": "label"}, DataError,
+         ["'b'", "missing", "data row 4"]),
         ([*CSV_LINES[:4], "s9,9,1,1,oops", *CSV_LINES[4:]], {"target": "label"}, DataError, ["'label'", "'oops'"]),
         (CSV_LINES[:3], {"target": "label"}, DataError, ["2 data rows", "at least 2 training and 1 test"]),
         (CSV_LINES, {"target": "label", "features": ["label"]}, ConfigError, ["must not include the target"]),

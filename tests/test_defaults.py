@@ -92,20 +92,25 @@ def test_conf_composes_every_default_from_the_dataclasses():
     from kanx.loggers import LoggerConfig
 
     composed_ = OmegaConf.to_container(composed("~dataset"), resolve=False)
-    expected = {"beta": RunConfig.beta, "seed": RunConfig.seed, "device": RunConfig.device, "overwrite": RunConfig.overwrite,
+    expected = {"beta": RunConfig.beta, "seed": RunConfig.seed, "device": RunConfig.device,
+                "overwrite": RunConfig.overwrite,
                 "results_root": vocab.RESULTS_ROOT, "condition": {"name": vocab.BASELINE},
-                "model": {"gate_estimator": GATE_ESTIMATOR, "edge_cost": Costs.edge, "node_cost": Costs.node, "exit_cost": Costs.exit,
+                "model": {"gate_estimator": GATE_ESTIMATOR, "edge_cost": Costs.edge, "node_cost": Costs.node,
+                          "exit_cost": Costs.exit,
                           "trunk_cost": Costs.trunk, "forward_cost": Costs.forward, "head_cost": Costs.head,
                           "layer_costs": Costs.layers, "input_costs": Costs.inputs}}
-    for section, cls in (("condition", vocab.Condition), ("model", KANSpec), ("train", TrainConfig), ("logger", LoggerConfig)):
+    for section, cls in (("condition", vocab.Condition), ("model", KANSpec), ("train", TrainConfig),
+                         ("logger", LoggerConfig)):
         for f in fields(cls):
             if f.name != "grid_range":  # not a config key: the range inputs are scaled to
                 expected.setdefault(section, {})[f.name] = "???" if f.default is MISSING else f.default
     assert composed_.keys() == expected.keys()
-    for section in ("condition", "model", "train", "logger"):  # logger.name: conf/logger/none.yaml's, the dataclass's default
+    # logger.name: conf/logger/none.yaml's, the dataclass's default
+    for section in ("condition", "model", "train", "logger"):
         assert composed_[section].keys() == expected[section].keys(), section
         for key, value in expected[section].items():
-            assert _same(composed_[section][key], value), f"{section}.{key}: conf/ {composed_[section][key]!r}, dataclass {value!r}"
+            assert _same(composed_[section][key], value), (
+                f"{section}.{key}: conf/ {composed_[section][key]!r}, dataclass {value!r}")
     for key in ("beta", "seed", "device", "overwrite", "results_root"):
         assert _same(composed_[key], expected[key]), key
 
@@ -143,7 +148,8 @@ def test_a_key_left_out_of_a_config_reads_as_its_default():
         for key in node if isinstance(node, dict) else [None]:
             default = node[key] if key else node
             dotted = f"{section}.{key}" if key else section
-            if default == "???" or dotted in ("condition.name", "model.width"):  # required, or derived (name: from the flags)
+            # required, or derived (name: from the flags)
+            if default == "???" or dotted in ("condition.name", "model.width"):
                 continue
             lacking = {s: dict(v) if isinstance(v, dict) else v for s, v in full.items()}
             at_default = {s: dict(v) if isinstance(v, dict) else v for s, v in full.items()}
@@ -156,7 +162,8 @@ def test_a_key_left_out_of_a_config_reads_as_its_default():
             assert run_config_from(lacking) == run_config_from(at_default), dotted
     lacking = {s: dict(v) if isinstance(v, dict) else v for s, v in full.items()}
     del lacking["model"]["grid_refit_points"]  # a record from before the key: it refit on 256 points
-    assert run_config_from(lacking).model.grid_refit_points == 256 and run_config_from(full).model.grid_refit_points == 64
+    assert (run_config_from(lacking).model.grid_refit_points == 256
+            and run_config_from(full).model.grid_refit_points == 64)
 
 
 def test_a_required_key_left_out_names_itself():
@@ -165,7 +172,8 @@ def test_a_required_key_left_out_names_itself():
 
     full = to_container(composed("dataset=concrete"))
     del full["train"]["epochs"]
-    with pytest.raises(ConfigError, match=r"^train.epochs has no value: set it on the command line, e.g. train.epochs=...$"):
+    with pytest.raises(ConfigError, match=r"^train.epochs has no value: set it on the "
+                                          r"command line, e.g. train.epochs=...$"):
         run_config_from(full)
 
 
@@ -175,7 +183,8 @@ def test_the_config_checks_hold_no_inline_default():
 
     tree = ast.parse((ROOT / "kanx" / "config.py").read_text())
     fallbacks = [ast.unparse(n) for n in ast.walk(tree)
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "setdefault")
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr in ("get", "setdefault")
                  and len(n.args) == 2 and isinstance(n.args[1], ast.Constant)]
     assert not fallbacks, fallbacks
 
@@ -188,7 +197,8 @@ def test_one_list_of_keys_left_out_of_the_hash_and_the_tag():
 
     exclude = list(composed(hydra=True).hydra.job.config.override_dirname.exclude_keys)
     assert exclude == list(TAG_EXCLUDED) == [*NAMED_BY_PATH, *NOT_RUN_DEFINING]
-    tag = composed("+condition=E", "dataset.betas=[0.1]", "train.pack_size=5", "device=cpu", "train.epochs=3", hydra=True).hydra.job.override_dirname
+    tag = composed("+condition=E", "dataset.betas=[0.1]", "train.pack_size=5", "device=cpu", "train.epochs=3",
+                   hydra=True).hydra.job.override_dirname
     assert tag == "train.epochs=3"  # the beta list, like the other keys that define no run, names no folder
 
 
@@ -208,5 +218,6 @@ def test_committed_gated_records_are_what_their_commands_compose_now():
     for i, dataset in enumerate(sorted({f.parts[-5] for f in found})):
         mine = [f for f in found if f.parts[-5] == dataset]
         record = json.loads(mine[i % len(mine)].read_text())
-        overrides = [f"dataset={dataset}", f"+condition={record['condition']}", f"beta={record['beta']}", f"seed={record['seed']}"]
+        overrides = [f"dataset={dataset}", f"+condition={record['condition']}", f"beta={record['beta']}",
+                     f"seed={record['seed']}"]
         assert config_hash(to_container(composed(*overrides))) == record["config_hash"], overrides

@@ -6,7 +6,8 @@ import re
 
 from helpers import ROOT
 
-PAGES = sorted({ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "scripts").rglob("README.md")})
+PAGES = sorted({ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md"),
+                *(ROOT / "scripts").rglob("README.md")})
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 # A path from the checkout's root, as the docs write it: `scripts/studies/calibrate.py`, docs/SLURM.md, ...
 PATH = re.compile(r"(?<![\w./-])((?:scripts|docs|tests)/[\w./-]*\w\.(?:py|sh|md|png))")
@@ -23,7 +24,8 @@ def links(text: str) -> list[str]:
 
 
 def test_the_parsers_find_links_and_paths():
-    text = "See [a](docs/A.md#x), ![f](figures/f.png), [w](https://x.org/a.md), [s](#top); run `scripts/x/run.sh` or docs/B.md."
+    text = ("See [a](docs/A.md#x), ![f](figures/f.png), [w](https://x.org/a.md), "
+            "[s](#top); run `scripts/x/run.sh` or docs/B.md.")
     assert links(text) == ["docs/A.md", "figures/f.png"]
     assert PATH.findall(text) == ["docs/A.md", "scripts/x/run.sh", "docs/B.md"]
     assert len(PAGES) > 10 and ROOT / "docs" / "journal" / "benchmark-runs.md" in PAGES

@@ -64,8 +64,10 @@ def test_edge_roles_agree_with_trace(condition):
             for p in (0.2, 0.5, 0.8):
                 for _ in range(20):
                     masks = [rng.random(shape) < p for shape in model.edge_shapes]
-                    s, r = trace(width, model.condition.forward, masks, exit_k), edge_roles(width, model.condition.forward, masks, exit_k)
-                    assert (r.contributing_edges, r.n_bias_components, r.depth) == (s.contributing_edges, s.bias_terms, s.depth)
+                    s, r = (trace(width, model.condition.forward, masks, exit_k),
+                            edge_roles(width, model.condition.forward, masks, exit_k))
+                    assert (r.contributing_edges, r.n_bias_components, r.depth) == (
+                        s.contributing_edges, s.bias_terms, s.depth)
                     assert sum(int(a.sum()) for a in r.path) == s.path_edges
                     for m, a, b, c in zip(masks, r.path, r.bias, r.bias_component, strict=True):
                         assert not (a & b).any() and not ((a | b) & ~m).any() and ((c >= 0) == b).all()

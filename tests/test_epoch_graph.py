@@ -16,7 +16,8 @@ def assert_close(a: Trainer, b: Trainer) -> None:
     for m in range(a.M):
         sa, sb = a.member_model_state(m), b.member_model_state(m)
         for name in sa:
-            assert torch.allclose(sa[name], sb[name], rtol=1e-5, atol=1e-6, equal_nan=True), (m, name, (sa[name] - sb[name]).abs().max())
+            assert torch.allclose(sa[name], sb[name], rtol=1e-5, atol=1e-6, equal_nan=True), (
+                m, name, (sa[name] - sb[name]).abs().max())
 
 
 @pytest.mark.slow  # trains long (make test-full)
@@ -35,7 +36,8 @@ def test_chunks_report_every_epoch_and_end_where_the_caller_reads_the_model():
     x, y = toy_data(len(runs), N=120)
     pack, plain = Trainer(runs, x, y, x.shape[1], torch.device("cpu")), train_pack(mixed_runs(), x, y)
     seen = []
-    pack.train(lambda t, p: seen.append((t.epoch, p.epoch, t.last_state["epoch"] if t.last_state else None)), host_every=(4,))
+    pack.train(lambda t, p: seen.append((t.epoch, p.epoch, t.last_state["epoch"] if t.last_state else None)),
+               host_every=(4,))
     assert [e for e, _, _ in seen] == list(range(1, 7)) and [p for _, p, _ in seen] == list(range(6))
     # last_state is never ahead of the epochs the callback has seen
     assert all(s is None or s <= e for e, _, s in seen) and seen[3][2] == 4 and seen[5][2] == 6

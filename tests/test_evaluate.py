@@ -11,8 +11,8 @@ from kanx.evaluate import main as evaluate
 
 
 def ikeda_run(tmp_path):
-    return train_run(tmp_path / "run", "dataset=ikeda", "+condition=EFX", "beta=0.01", "seed=1", *TOY, "train.epochs=3", "train.warmup=1",
-                     "train.fc_warmup=1", f"results_root={tmp_path}")
+    return train_run(tmp_path / "run", "dataset=ikeda", "+condition=EFX", "beta=0.01", "seed=1", *TOY,
+                     "train.epochs=3", "train.warmup=1", "train.fc_warmup=1", f"results_root={tmp_path}")
 
 
 def test_a_dynamical_run_scored_from_its_weights_agrees_exactly_and_a_lost_metric_is_written_back(tmp_path, capsys):
@@ -42,7 +42,8 @@ def test_a_record_that_disagrees_with_its_weights_is_reported_and_fails(tmp_path
     records.seal(run_dir)
     assert evaluate([str(tmp_path), "--add-missing"]) == 1
     out = capsys.readouterr().out
-    assert "differs: test_rmse" in out and "rollout_rmse[10]" in out and "0 agree (metrics: " in out and "1 differ" in out
+    assert ("differs: test_rmse" in out and "rollout_rmse[10]" in out and "0 agree (metrics: " in out
+            and "1 differ" in out)
     assert json.loads((run_dir / records.RECORD).read_text()) == record  # nothing it holds is changed
 
 
@@ -54,7 +55,8 @@ def test_runs_of_a_mixed_pack_score_alone_as_their_records_say(tmp_path, capsys)
 
     from kanx.runner import run_jobs
 
-    configs = [(composed("dataset=ikeda", f"+condition={c}", f"beta={b}", f"seed={s}", *TOY, "train.epochs=4", "train.warmup=1",
+    configs = [(composed("dataset=ikeda", f"+condition={c}", f"beta={b}", f"seed={s}", *TOY,
+                         "train.epochs=4", "train.warmup=1",
                          "train.fc_warmup=1", f"results_root={tmp_path}"), tmp_path / f"{c}-{s}")
                for c, b in (("baseline", 0.0), ("EFX", 0.01), ("X", 0.01)) for s in (0, 1)]
     run_jobs(configs, group="all")
@@ -72,7 +74,8 @@ def test_scoring_runs_on_one_thread_whatever_the_caller_runs(tmp_path, capsys, m
 
     run_dir = ikeda_run(tmp_path)
     seen, real = [], kanx.data.evaluate_members
-    monkeypatch.setattr(kanx.data, "evaluate_members", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+    monkeypatch.setattr(kanx.data, "evaluate_members",
+                        lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -123,7 +126,8 @@ def toy_sweep(tmp_path, seeds=6):
 
     from kanx.runner import run_jobs
 
-    configs = [(composed("dataset=sin_xy2", f"seed={s}", *TOY, "train.epochs=3", "train.warmup=1", f"results_root={tmp_path}"), tmp_path / f"seed={s}")
+    configs = [(composed("dataset=sin_xy2", f"seed={s}", *TOY, "train.epochs=3", "train.warmup=1",
+                         f"results_root={tmp_path}"), tmp_path / f"seed={s}")
                for s in range(seeds)]
     run_jobs(configs)
     return [d for _, d in configs]
@@ -182,7 +186,8 @@ def test_a_path_that_holds_no_run_is_an_error(tmp_path, capsys, what):
     assert len(err.strip().splitlines()) == 1 and str(path) in err
 
 
-def test_a_coefficient_changed_by_a_thousandth_is_caught_and_resealed_weights_that_move_a_metric_differ(tmp_path, capsys):
+def test_a_coefficient_changed_by_a_thousandth_is_caught_and_resealed_weights_that_move_a_metric_differ(
+        tmp_path, capsys):
     """One coefficient moved by 1e-3: the done marker's checksum catches it (the RMSE moves by
     about 1e-8 relative, below float32 rounding, so no number could). Weights changed and sealed
     again, by someone who meant to: the numbers catch what moves a metric past rounding."""
@@ -241,7 +246,8 @@ def test_add_missing_refreshes_only_the_records_checksum(tmp_path, capsys):
     assert evaluate([str(run_dir), "--add-missing"]) == 0
     after = json.loads((run_dir / records.DONE).read_text())["sha256"]
     assert after[records.RECORD] != marker[records.RECORD]
-    assert {k: v for k, v in after.items() if k != records.RECORD} == {k: v for k, v in marker.items() if k != records.RECORD}
+    assert ({k: v for k, v in after.items() if k != records.RECORD}
+            == {k: v for k, v in marker.items() if k != records.RECORD})
     assert records.integrity_problem(run_dir, files=(records.RECORD, records.MODEL, *records.CURVES)) is None
     assert "1 record(s) completed" in capsys.readouterr().out
 
@@ -282,7 +288,8 @@ def test_verdicts_on_hand_made_values():
         calls.append(1)
         return {"rollout_rmse[200]": draws, "rollout_rmse[500]": draws}
 
-    verdicts, missing = judge(recorded, recomputed, ensemble, lambda label: label if label.startswith("rollout_rmse[") else None)
+    verdicts, missing = judge(recorded, recomputed, ensemble,
+                              lambda label: label if label.startswith("rollout_rmse[") else None)
     got = {v.name: v.verdict for v in verdicts}
     assert got == {"train_rmse": IDENTICAL, "test_rmse": WITHIN, "depth": DIFFERS, "rollout_rmse[1]": DIFFERS,
                    "rollout_rmse[200]": CONSISTENT, "rollout_rmse[500]": DIFFERS}
@@ -319,5 +326,6 @@ def test_the_ulp_ensemble_of_a_chaotic_map_spreads_past_its_horizon_and_not_befo
 
     plans = record_plans(ds)
     draws = ulp_ensemble(ds, predict, {k: plans[k] for k in ("rollout_rmse[1]", "rollout_rmse[400]")}, draws=8)
-    short, whole = (statistics.pstdev(draws[k].tolist()) / statistics.fmean(draws[k].tolist()) for k in ("rollout_rmse[1]", "rollout_rmse[400]"))
+    short, whole = (statistics.pstdev(draws[k].tolist()) / statistics.fmean(draws[k].tolist())
+                    for k in ("rollout_rmse[1]", "rollout_rmse[400]"))
     assert short < 1e-4 and whole > 1e-2

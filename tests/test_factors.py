@@ -32,11 +32,13 @@ def test_every_factor_set_has_one_name_and_the_paper_keeps_its_eight():
         assert Condition.from_name(name).name == name
     assert Condition.from_name("EFX") == Condition(True, True, True)  # N and I default off
     assert Condition.from_name("EFXI").input_gates and not Condition.from_name("EFXI").node_gates
-    for bad, says in (("EQ", "unknown factor(s) 'Q'"), ("XE", "in the order EFXNI: 'EX'"), ("EE", "'E'"), ("", "not a condition")):
+    for bad, says in (("EQ", "unknown factor(s) 'Q'"), ("XE", "in the order EFXNI: 'EX'"), ("EE", "'E'"),
+                      ("", "not a condition")):
         assert says in condition_name_problem(bad), bad
         with pytest.raises(ValueError, match="condition"):
             Condition.from_name(bad)
-    assert Condition.from_name("N").beta_acts and Condition.from_name("I").beta_acts and not Condition.from_name("F").beta_acts
+    assert (Condition.from_name("N").beta_acts and Condition.from_name("I").beta_acts
+            and not Condition.from_name("F").beta_acts)
 
 
 @pytest.mark.parametrize("option", ["EFXI", "EN", "EFXNI", "I", "FN"])
@@ -61,7 +63,8 @@ def test_a_condition_name_that_does_not_match_its_flags_or_a_bad_cost_list_is_re
         run_config_from(composed("+condition=EFXI", "dataset=nguyen_f1", "model.layer_costs=[1,2]"))
     with pytest.raises(ConfigError, match="model.input_costs"):
         run_config_from(composed("+condition=EFXI", "dataset=nguyen_f1", "model.input_costs=[1,2]"))
-    costs = run_config_from(composed("+condition=EFXI", "dataset=nguyen_f1", "model.input_costs=[3]", "model.forward_cost=2")).costs
+    costs = run_config_from(composed("+condition=EFXI", "dataset=nguyen_f1", "model.input_costs=[3]",
+                                     "model.forward_cost=2")).costs
     assert costs.inputs == (3.0,) and costs.forward == 2.0 and costs.weighted
 
 
@@ -81,7 +84,8 @@ def test_an_input_gate_closed_by_hand_removes_its_input_from_predictions_trace_a
     gates = model.split_edges(model.inference_gates())
     assert all(float(g[0, 1].abs().sum()) == 0 for g in gates)  # every edge out of x_1 (trunk and FCs) is shut
     assert model_used_inputs(model) == [[0, 2]]
-    ds = make_dataset("toy", 0, (np.random.rand(32, 3), np.random.rand(32, 1)), (np.random.rand(16, 3), np.random.rand(16, 1)), ("a", "b", "c"), ("y",))
+    ds = make_dataset("toy", 0, (np.random.rand(32, 3), np.random.rand(32, 1)),
+                      (np.random.rand(16, 3), np.random.rand(16, 1)), ("a", "b", "c"), ("y",))
     scores = _score_model(model, fit_scaling(ds), "threshold", ds)
     assert scores["selected_inputs"] == ["a", "c"]
     open_model = GatedKAN(SPEC, Condition.from_name("EFXI"), seeds=[0])
@@ -90,7 +94,8 @@ def test_an_input_gate_closed_by_hand_removes_its_input_from_predictions_trace_a
     assert _score_model(open_model, fit_scaling(ds), "threshold", ds)["selected_inputs"] == ["a", "b", "c"]
     assert model_structure(model)[0].contributing_edges < model_structure(open_model)[0].contributing_edges
     # without I the record has no selected_inputs (the paper's records are unchanged)
-    assert "selected_inputs" not in _score_model(GatedKAN(SPEC, Condition.from_name("EFX"), seeds=[0]), fit_scaling(ds), "threshold", ds)
+    assert "selected_inputs" not in _score_model(GatedKAN(SPEC, Condition.from_name("EFX"), seeds=[0]),
+                                                 fit_scaling(ds), "threshold", ds)
 
 
 def test_a_node_gate_closed_by_hand_removes_every_edge_into_and_out_of_it():
@@ -140,17 +145,20 @@ def test_complexity_equals_a_hand_computation_of_the_papers_formula_with_non_uni
             model.exit_logits.copy_(torch.randn(model.exit_logits.shape, generator=g))
     a = model.alpha[0].tolist()
     na = model.node_alpha[0].tolist()
-    node_ez = [(_ez(na[i]) if (c.input_gates if i < 2 else c.node_gates) else 1.0) for i in range(4)]  # x0_0, x0_1, x1_0, x1_1
+    # x0_0, x0_1, x1_0, x1_1
+    node_ez = [(_ez(na[i]) if (c.input_gates if i < 2 else c.node_gates) else 1.0) for i in range(4)]
     edge_ez = lambda e: _ez(a[e]) if c.edge_gates else 1.0  # noqa: E731
 
     # stage 0 reads x^(0) (2 rows), writes [x^(1)_0, x^(1)_1 | y^(0)] with X, [x^(1)] without
     cols0 = 3 if c.exits else 2
     C0, Ch0 = 0.0, 0.0
     for j in range(2):  # trunk units x^(1)_j
-        inner = sum(edge_ez(i * cols0 + j) * node_ez[i] * costs.edge * costs.trunk * costs.layers[0] * costs.inputs[i] for i in range(2))
+        inner = sum(edge_ez(i * cols0 + j) * node_ez[i] * costs.edge * costs.trunk * costs.layers[0] * costs.inputs[i]
+                    for i in range(2))
         C0 += node_ez[2 + j] * (costs.node + inner)
     if c.exits:
-        Ch0 = sum(edge_ez(i * cols0 + 2) * node_ez[i] * costs.edge * costs.head * costs.layers[0] * costs.inputs[i] for i in range(2))
+        Ch0 = sum(edge_ez(i * cols0 + 2) * node_ez[i] * costs.edge * costs.head * costs.layers[0] * costs.inputs[i]
+                  for i in range(2))
     # stage 1 reads [x^(0), x^(1)] with F (4 rows), x^(1) without; writes the output
     base = 2 * cols0
     rows = [0, 1, 2, 3] if c.forward else [2, 3]
@@ -177,14 +185,18 @@ def test_default_costs_leave_the_papers_complexity_untouched():
 
 # ---------------------------------------------------------------- mixed packs
 def run(condition: str, seed: int, beta: float, costs: Costs | None = None) -> RunConfig:
-    t = TrainConfig(epochs=6, batch_size=32, warmup=2, fc_warmup=3, grid_update_count=2, grid_update_every=1, compile=False)
-    return RunConfig(DataConfig("sin_xy2", seed), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), costs or Costs(), "threshold", t, beta, seed)
+    t = TrainConfig(epochs=6, batch_size=32, warmup=2, fc_warmup=3, grid_update_count=2,
+                    grid_update_every=1, compile=False)
+    return RunConfig(DataConfig("sin_xy2", seed), Condition.from_name(condition), KANSpec((2, 3, 3, 1)),
+                     costs or Costs(), "threshold", t, beta, seed)
 
 
-@pytest.mark.parametrize("costs", [Costs(), Costs(node=0.5, forward=2.0, head=0.5, layers=(1.0, 2.0, 1.0), inputs=(3.0, 1.0))], ids=["paper", "weighted"])
+@pytest.mark.parametrize("costs", [Costs(), Costs(node=0.5, forward=2.0, head=0.5, layers=(1.0, 2.0, 1.0),
+                                                  inputs=(3.0, 1.0))], ids=["paper", "weighted"])
 def test_a_mixed_pack_with_the_new_factors_follows_each_members_lone_trajectory(costs):
     names = ("EFXI", "EN", "EFX", "Baseline", "FX", "EFXNI", "I", "E")
-    runs = [run(c, seed, 0.2, costs) if Condition.from_name(c).beta_acts else run(c, seed, 0.0, costs) for seed, c in enumerate(names)]
+    runs = [run(c, seed, 0.2, costs) if Condition.from_name(c).beta_acts else run(c, seed, 0.0, costs)
+            for seed, c in enumerate(names)]
     x, y = toy_data(len(runs))
     mixed = trained(runs, x, y)
     assert mixed.model.members.mixed and mixed.condition.name == "EFXNI"
@@ -241,7 +253,8 @@ def test_the_distractor_study_composes_its_sweeps_and_tabulates_recovery(tmp_pat
     for seed, kept in enumerate((["x", "y"], ["x", "y", "d2"])):
         d = tmp_path / "nguyen_f9" / "EFXI" / "t" / f"beta=0.01,seed={seed}"
         d.mkdir(parents=True)
-        record = {"dataset": "nguyen_f9", "condition": "EFXI", "beta": 0.01, "status": "ok", "config": {"dataset": {"distractors": 3}},
+        record = {"dataset": "nguyen_f9", "condition": "EFXI", "beta": 0.01, "status": "ok",
+                  "config": {"dataset": {"distractors": 3}},
                   "metrics": {"test_rmse": 0.1 * (seed + 1), "contributing_edges": 4 + seed, "selected_inputs": kept}}
         (d / "record.json").write_text(json.dumps(record))
         (d / "done").write_text("")
@@ -271,5 +284,7 @@ def test_the_distractors_option_leaves_the_data_hash_of_every_committed_record()
     # data_hash of nguyen_f1 and nguyen_f9, data seed 0, at the commit before issue #38
     hashes = [data_hash(load_dataset(n, data_seed=0)) for n in ("nguyen_f1", "nguyen_f9", "sin_xy2")]
     assert hashes == ["b86c25b8d54c5d83", "96f33c2c2efdb121", "5176a1fe8d1afbc0"]
-    assert data_hash(load_dataset("nguyen_f1", data_seed=0)) == data_hash(load_dataset("nguyen_f1", data_seed=0, distractors=0))
-    assert data_hash(load_dataset("nguyen_f9", data_seed=0)) != data_hash(load_dataset("nguyen_f9", data_seed=0, distractors=3))
+    assert data_hash(load_dataset("nguyen_f1", data_seed=0)) == data_hash(
+        load_dataset("nguyen_f1", data_seed=0, distractors=0))
+    assert data_hash(load_dataset("nguyen_f9", data_seed=0)) != data_hash(
+        load_dataset("nguyen_f9", data_seed=0, distractors=3))

@@ -48,7 +48,8 @@ def finished(finished_efx):
 
 def test_a_planted_model_pickle_is_refused_not_run(finished, tmp_path):
     marker = tmp_path / "pwned"
-    run_dir = edited_copy(finished, tmp_path / "run", lambda d: plant(d / "model.pt", marker))  # sealed: the file gets unpickled
+    # sealed: the file gets unpickled
+    run_dir = edited_copy(finished, tmp_path / "run", lambda d: plant(d / "model.pt", marker))
     with pytest.raises(ValueError, match="pickled Python objects"):
         kanx.load_run(run_dir)
     assert not marker.exists()
@@ -75,7 +76,8 @@ def test_model_files_hold_plain_data_and_a_truncated_one_is_named(finished, tmp_
     assert saved["format"] == 2 and saved["condition"] == "EFX"
     run = kanx.load_run(finished)
     assert run.model.condition.name == "EFX" and run.scaling.input_scaling == "minmax"
-    run_dir = edited_copy(finished, tmp_path / "run", lambda d: (d / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200]))
+    run_dir = edited_copy(finished, tmp_path / "run",
+                          lambda d: (d / "model.pt").write_bytes((finished / "model.pt").read_bytes()[:200]))
     with pytest.raises(ValueError, match=r"model\.pt is unreadable or truncated"):
         kanx.load_run(run_dir)
 
@@ -105,7 +107,8 @@ def test_a_failed_pack_is_recorded_and_the_sweep_exits_nonzero(tmp_path):
 def test_bad_numbers_and_devices_stop_before_compute(tmp_path):
     import torch
 
-    for override, message in (("beta=inf", "beta=inf must be a finite number"), ("train.lr=nan", "train.lr=nan must be a finite number"),
+    for override, message in (("beta=inf", "beta=inf must be a finite number"),
+                              ("train.lr=nan", "train.lr=nan must be a finite number"),
                               ("train.batch_size=1", "makes batches of 1")):
         p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, override, check=False)
         assert p.returncode == 2 and message in p.stderr, p.stderr
@@ -121,10 +124,11 @@ def test_two_identical_sweeps_at_once_train_each_run_once(tmp_path):
     import subprocess
     import sys
 
-    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=150", "train.warmup=1", "train.fc_warmup=1",
-            "beta=0.0,0.1", "seed=0,1", *TOY, "-m"]
+    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=150",
+            "train.warmup=1", "train.fc_warmup=1", "beta=0.0,0.1", "seed=0,1", *TOY, "-m"]
     env = os.environ | {"PYTHONUNBUFFERED": "1"}
-    procs = [subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env) for _ in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     trained = sum(out.count("[ok] ") + out.count("[collapsed] ") for out in outs)
@@ -178,9 +182,10 @@ def test_sigterm_to_a_cli_sweep_checkpoints_and_the_same_command_resumes(tmp_pat
     import sys
     import time
 
-    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500", "train.warmup=1", "train.fc_warmup=1",
-            "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY, "-m"]
-    p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500",
+            "train.warmup=1", "train.fc_warmup=1", "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY, "-m"]
+    p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                         env=os.environ | {"PYTHONUNBUFFERED": "1"})
     wait_for(tmp_path, "lock")  # training has started
     time.sleep(2)  # some epochs (1,500 take far longer)
     sig = getattr(signal, signame)  # SIGINT: Ctrl-C
@@ -217,10 +222,11 @@ def test_sigterm_to_a_plan_with_workers_is_a_stop_not_a_failure(tmp_path):
         "import sys; from kanx.plan import run_plan, sweep_jobs; "
         f"args = ['results_root={tmp_path}', 'beta=0.1', 'seed=0,1', {', '.join(repr(a) for a in TOY)}, "
         "'train.epochs=1500', 'train.warmup=1', 'train.fc_warmup=1', 'train.checkpoint_every=0']; "
-        f"sys.exit(run_plan(sweep_jobs('sin_xy2', 'EFX', args), group='sweep', pack_size=1, workers=2, plan_dir=sys.argv[1]))"
+        "sys.exit(run_plan(sweep_jobs('sin_xy2', 'EFX', args), group='sweep', pack_size=1, workers=2, "
+        "plan_dir=sys.argv[1]))"
     )
-    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "logs")], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                         env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "logs")], stderr=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
     deadline = time.time() + 120
     while len(list(tmp_path.rglob("lock"))) < 2 and time.time() < deadline:  # both workers training
         time.sleep(0.2)
@@ -237,8 +243,10 @@ def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(t
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "+train.epoch=3", check=False)
     assert p.returncode == 2 and "unknown key(s) train.epoch (did you mean train.epochs?)" in p.stderr, p.stderr
     assert not list(tmp_path.rglob("record.json"))
-    cli("+condition=E", f"results_root={tmp_path}", *ARGS, "hydra.sweep.dir=" + str(tmp_path / "s"), "hydra.run.dir=" + str(tmp_path / "s"))
-    p = cli("+condition=E", f"results_root={tmp_path}", *[a for a in ARGS if a != "train.fc_warmup=1"], "train.fc_warmup=2",
+    cli("+condition=E", f"results_root={tmp_path}", *ARGS, "hydra.sweep.dir=" + str(tmp_path / "s"),
+        "hydra.run.dir=" + str(tmp_path / "s"))
+    p = cli("+condition=E", f"results_root={tmp_path}", *[a for a in ARGS if a != "train.fc_warmup=1"],
+            "train.fc_warmup=2",
             "hydra.sweep.dir=" + str(tmp_path / "s"), "hydra.run.dir=" + str(tmp_path / "s"), check=False)
     assert p.returncode == 2 and "train.fc_warmup: 1 there, 2 now" in p.stderr, p.stderr
 
@@ -246,8 +254,8 @@ def test_a_typo_added_with_plus_is_refused_and_a_changed_config_names_its_keys(t
 @pytest.mark.slow
 def test_an_empty_beta_list_is_one_line_and_a_rejected_override_leaves_no_folder(tmp_path):
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "dataset.betas=[]", "-m", check=False)
-    assert p.returncode == 2 and p.stderr.strip() == ("python -m kanx.train: error: dataset.betas is empty: give at least one beta, "
-                                                      "e.g. dataset.betas=[0.0,0.01]"), p.stderr
+    assert p.returncode == 2 and p.stderr.strip() == ("python -m kanx.train: error: dataset.betas is empty: give at "
+                                                      "least one beta, e.g. dataset.betas=[0.0,0.01]"), p.stderr
     for extra in (["-m"], []):  # a sweep (multirun.yaml) and a single run (.hydra/, train.log)
         p = cli("+condition=E", f"results_root={tmp_path}", *ARGS, "train.lr=abc", *extra, check=False)
         assert p.returncode == 2 and "train.lr='abc' must be a number" in p.stderr, p.stderr
@@ -273,14 +281,18 @@ def test_a_record_holds_its_data_hash_and_changed_data_stop_before_compute(tmp_p
 
     table = tmp_path / "table.csv"
     _write_table(table)
-    args = ["dataset=csv", f"dataset.path={table}", "dataset.target=y", "model.width=[1,2,1]", "+condition=E", f"results_root={tmp_path / 'r'}", *ARGS]
+    args = ["dataset=csv", f"dataset.path={table}", "dataset.target=y", "model.width=[1,2,1]", "+condition=E",
+            f"results_root={tmp_path / 'r'}", *ARGS]
     cli(*args)
     (first,) = records(tmp_path / "r")
-    assert first["data_hash"] == data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128, n_test=64))
+    assert first["data_hash"] == data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table),
+                                                        target="y", n_train=128, n_test=64))
     _write_table(table, change=0.5)
     p = cli(*args, check=False)
-    now = data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128, n_test=64))
-    assert p.returncode == 2 and f"dataset data hash: {first['data_hash']} there, {now} now ({table})" in p.stderr, p.stderr
+    now = data_hash(load_dataset("table", loader="csv", data_seed=0, path=str(table), target="y", n_train=128,
+                                 n_test=64))
+    assert (p.returncode == 2
+            and f"dataset data hash: {first['data_hash']} there, {now} now ({table})" in p.stderr), p.stderr
     assert "overwrite=true" in p.stderr and records(tmp_path / "r") == [first]  # nothing trained
     cli(*args, "overwrite=true")
     (second,) = records(tmp_path / "r")
@@ -324,7 +336,8 @@ def test_a_record_from_before_data_hashes_is_checked_against_the_reference_copy(
     (again,) = prepare_jobs(sweep_jobs("concrete", "E", overrides))
     assert again.state.status == "done" and again.data_hash == CONCRETE.normalized_sha256[:16]
     with pytest.raises(ConfigError,
-                       match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates data hashes\), [0-9a-f]{16} now"):
+                       match=r"dataset data hash: 517b14fb95e77210 there \(the reference copy; the record predates "
+                             r"data hashes\), [0-9a-f]{16} now"):
         prepare_jobs(sweep_jobs("concrete", "E", [*overrides[:-1], f"dataset.data_dir={own}"]))
 
 
@@ -342,7 +355,8 @@ def test_done_checksums_find_a_changed_or_truncated_file_and_the_run_trains_agai
         shutil.copytree(finished, run_dir)
         (run_dir / name).write_bytes(damage((run_dir / name).read_bytes()))
         state = read_state(run_dir)
-        assert state.status == "new" and state.problem.startswith(f"{run_dir / name} is corrupt") and "\n" not in state.problem
+        assert (state.status == "new" and state.problem.startswith(f"{run_dir / name} is corrupt")
+                and "\n" not in state.problem)
         with pytest.raises(ValueError, match=f"{name} is corrupt") as err:
             kanx.load_run(run_dir)
         assert err.value.__suppress_context__ or err.value.__context__ is None
@@ -365,9 +379,11 @@ def test_a_rerun_retrains_a_run_whose_model_was_damaged_and_draw_names_the_file(
     cli("+condition=E", f"results_root={tmp_path}", *ARGS)
     (model,) = tmp_path.rglob("model.pt")
     model.write_bytes(model.read_bytes()[:300])
-    p = subprocess.run([sys.executable, "-m", "kanx.draw", str(model.parent), "--formats", "png"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and p.stderr.strip() == f"python -m kanx.draw: error: {model} is corrupt: its sha256 differs from the one its done marker holds " \
-        "(changed or truncated since it was written); re-run the run to replace it", p.stderr
+    p = subprocess.run([sys.executable, "-m", "kanx.draw", str(model.parent), "--formats", "png"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == f"python -m kanx.draw: error: {model} is corrupt: its sha256 " \
+        "differs from the one its done marker holds (changed or truncated since it was written); re-run the run to " \
+        "replace it", p.stderr
     p = cli("+condition=E", f"results_root={tmp_path}", *ARGS)
     out = p.stdout + p.stderr
     assert f"{model} is corrupt" in out and ("[ok] " in out or "[collapsed] " in out), out[-2000:]
@@ -379,9 +395,11 @@ def test_a_pack_too_big_for_memory_is_refused_before_compute_naming_what_to_lowe
     import time
 
     start = time.monotonic()
-    p = cli("+condition=E", "dataset=nguyen_f1", "model.width=[1,1000000,1]", f"results_root={tmp_path}", "-m", check=False)
+    p = cli("+condition=E", "dataset=nguyen_f1", "model.width=[1,1000000,1]", f"results_root={tmp_path}", "-m",
+            check=False)
     lines = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and lines[-1].startswith("python -m kanx.train: error: a pack of 40 run(s) of nguyen_f1 needs about"), p.stderr
+    assert p.returncode == 2 and lines[-1].startswith(
+        "python -m kanx.train: error: a pack of 40 run(s) of nguyen_f1 needs about"), p.stderr
     assert "lower train.pack_size (now 70; this pack has 40 runs) or model.width=[1, 1000000, 1]" in lines[-1]
     assert not list(tmp_path.iterdir()) and time.monotonic() - start < 60
 
@@ -399,7 +417,9 @@ def test_memory_bound_counts_members_and_skips_an_unknown_free_memory(monkeypatc
     assert pack_bytes([j.run for j in pack]) == len(pack) * one and 0 < one < 2**30
     check_memory([pack], available=len(pack) * one)  # fits exactly
     width = list(pack[0].run.model.width)
-    with pytest.raises(ConfigError, match=rf"lower train.pack_size \(now 70; this pack has {len(pack)} runs\) or model.width=\{width}"):
+    with pytest.raises(ConfigError,
+                       match=rf"lower train.pack_size \(now 70; this pack has {len(pack)} runs\) "
+                             rf"or model.width=\{width}"):
         check_memory([pack], available=len(pack) * one - 1)
     with pytest.raises(ConfigError, match=rf"lower model.width=\{width} or train.batch_size"):
         check_memory([pack[:1]], available=one - 1)
@@ -417,7 +437,8 @@ def test_an_unwritable_results_folder_is_refused_before_training(tmp_path, monke
     p = cli("+condition=E", f"results_root={blocker / 'results'}", *ARGS, "-m", check=False)
     assert p.returncode == 2 and p.stderr.strip().startswith(
         f"python -m kanx.train: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
-    assert p.stderr.strip().endswith("cannot be written: choose another results_root") and len(p.stderr.strip().splitlines()) == 1
+    assert (p.stderr.strip().endswith("cannot be written: choose another results_root")
+            and len(p.stderr.strip().splitlines()) == 1)
     import os
 
     from kanx.checks import check_writable
@@ -425,9 +446,11 @@ def test_an_unwritable_results_folder_is_refused_before_training(tmp_path, monke
 
     readonly = tmp_path / "ro"
     (readonly / "run").mkdir(parents=True)
-    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != readonly / "run")  # root ignores chmod: stand in for it
+    # root ignores chmod: stand in for it
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != readonly / "run")
     check_writable([readonly / "new"])  # its results folder is writable
-    with pytest.raises(ConfigError, match=f"^{readonly / 'run'} is not writable by this user, so the results in {readonly / 'run'} cannot be written"):
+    with pytest.raises(ConfigError, match=f"^{readonly / 'run'} is not writable by this user, so the results in "
+                                          f"{readonly / 'run'} cannot be written"):
         check_writable([readonly / "run"])
 
 
@@ -442,7 +465,8 @@ def test_a_batch_larger_than_the_training_set_uses_the_effective_batch_in_mdl_ba
     from kanx.trainer import Trainer
 
     t = TrainConfig(epochs=1, batch_size=512, compile=False)
-    run = RunConfig(DataConfig("sin_xy2", 0), Condition.from_name("E"), KANSpec((2, 3, 1)), Costs(), "threshold", t, 0.1, 0)
+    run = RunConfig(DataConfig("sin_xy2", 0), Condition.from_name("E"), KANSpec((2, 3, 1)), Costs(), "threshold", t,
+                    0.1, 0)
     pack = Trainer([run], *toy_data(1, N=128), 128, torch.device("cpu"))
     assert pack.scale == complexity_scale("mdl_batch", 128, 128) != complexity_scale("mdl_batch", 128, 512)
 

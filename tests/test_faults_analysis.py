@@ -39,7 +39,8 @@ CURVE = "epoch,loss,data_loss,lc,beta,open_gates,exit,lr,elapsed_s\n" + "".join(
     f"{e},{1 / e:.4f},{1 / e:.4f},3.0,{0.01 if e > 2 else 0.0},7,2,0.001,{e / 10}\n" for e in range(1, 11))
 
 
-def record(seed: int, epochs: int = 4000, rmse: float = 5.0, beta: float = 0.01, condition: str = "E", **config_changes) -> dict:
+def record(seed: int, epochs: int = 4000, rmse: float = 5.0, beta: float = 0.01, condition: str = "E",
+           **config_changes) -> dict:
     """A finished record of Concrete as the runner writes it, its config included (the keys that
     matter here; ``config_changes``: dotted keys set in the config)."""
     config = {"beta": beta, "seed": seed, "device": "cpu", "overwrite": False, "results_root": "outputs",
@@ -51,7 +52,8 @@ def record(seed: int, epochs: int = 4000, rmse: float = 5.0, beta: float = 0.01,
         for part in path:
             node = node[part]
         node[key] = value
-    return {"schema_version": 1, "dataset": "concrete", "family": "concrete", "condition": condition, "beta": beta, "seed": seed,
+    return {"schema_version": 1, "dataset": "concrete", "family": "concrete", "condition": condition,
+            "beta": beta, "seed": seed,
             "status": "ok", "n_train": 100, "metrics": {"test_rmse": rmse, "contributing_edges": 40, "depth": 2},
             "timing": {"steps_per_s": 50.0}, "git_commit": "abc", "config": config}
 
@@ -82,7 +84,8 @@ def test_a_record_of_another_config_in_a_sweep_folder_is_left_out_and_reported(t
     root, out = tmp_path / "results", tmp_path / "out"
     for seed in range(3):
         write_run(root, f"concrete/E/default/beta=0.01,seed={seed}", record(seed))
-    write_run(root, "concrete/E/default/beta=0.01,seed=3", record(3, epochs=2, rmse=50.0))  # copied in from a smoke test
+    # copied in from a smoke test
+    write_run(root, "concrete/E/default/beta=0.01,seed=3", record(3, epochs=2, rmse=50.0))
     assert analyze([str(root), "--out", str(out), "--formats", "png"]) == 0
     stdout = capsys.readouterr().out
 
@@ -91,7 +94,8 @@ def test_a_record_of_another_config_in_a_sweep_folder_is_left_out_and_reported(t
     assert "train.epochs 4000 vs 2" in stdout and "concrete/E/default/beta=0.01,seed=3" in stdout
     report = (out / "report.md").read_text()
     assert "**Records of another config** (1 record in 1 cell," in report
-    assert "Concrete, E, β = 0.01: train.epochs 4000 vs 2; kept 3 (in `concrete/E/default/`), left out 1: `concrete/E/default/beta=0.01,seed=3`" in report
+    assert ("Concrete, E, β = 0.01: train.epochs 4000 vs 2; kept 3 (in `concrete/E/default/`), left out 1: "
+            "`concrete/E/default/beta=0.01,seed=3`") in report
 
 
 def test_two_sweeps_of_different_epochs_in_one_root_are_not_pooled(tmp_path, capsys):
@@ -101,7 +105,8 @@ def test_two_sweeps_of_different_epochs_in_one_root_are_not_pooled(tmp_path, cap
     for seed in range(5):
         write_run(root, f"concrete/E/default/beta=0.01,seed={seed}", record(seed), marker_ns=10**18)
     for seed in range(2):
-        write_run(root, f"concrete/E/train.epochs=2/beta=0.01,seed={seed}", record(seed, epochs=2, rmse=50.0), marker_ns=2 * 10**18)
+        write_run(root, f"concrete/E/train.epochs=2/beta=0.01,seed={seed}", record(seed, epochs=2, rmse=50.0),
+                  marker_ns=2 * 10**18)
     runs = load_runs(root)
     used = runs.loc[~runs["superseded"], "path"].tolist()
     assert len(used) == 5 and all(p.startswith("concrete/E/default/") for p in used), used
@@ -110,7 +115,8 @@ def test_two_sweeps_of_different_epochs_in_one_root_are_not_pooled(tmp_path, cap
 
     # As many seeds each: the config with the newest done marker is kept, for the whole cell.
     for seed in range(2, 5):
-        write_run(root, f"concrete/E/train.epochs=2/beta=0.01,seed={seed}", record(seed, epochs=2, rmse=50.0), marker_ns=2 * 10**18)
+        write_run(root, f"concrete/E/train.epochs=2/beta=0.01,seed={seed}", record(seed, epochs=2, rmse=50.0),
+                  marker_ns=2 * 10**18)
     runs = load_runs(root)
     assert cell(runs) == {"n_total": 5, "rmse": 50.0}
     assert all(p.startswith("concrete/E/train.epochs=2/") for p in runs.loc[~runs["superseded"], "path"])
@@ -122,7 +128,8 @@ def test_records_that_differ_only_in_keys_that_do_not_define_a_run_pool_silently
     """(A guard, true before the change too: the check must not split what is one experiment.)"""
     root = tmp_path / "results"
     write_run(root, "concrete/E/default/beta=0.01,seed=0", record(0))
-    write_run(root, "concrete/E/default/beta=0.01,seed=1", record(1, device="cuda", results_root="elsewhere", train__pack_size=300,
+    write_run(root, "concrete/E/default/beta=0.01,seed=1",
+              record(1, device="cuda", results_root="elsewhere", train__pack_size=300,
                                                                     train__compile=False, dataset__data_dir="/other"))
     runs = load_runs(root)
     assert runs.attrs.get("config_mixes", []) == [] and cell(runs)["n_total"] == 2
@@ -173,10 +180,12 @@ def test_analyze_curves_skips_a_damaged_curve_and_lists_it(tmp_path, capsys, kin
     assert analyze([str(root), "--out", str(out), "--formats", "png", "--curves", "all"]) == 0
     stdout = capsys.readouterr().out
     assert "2 records read, 0 skipped" in stdout  # the run still counts
-    assert "warning: 1 damaged training curve not drawn" in stdout and "  concrete/E/default/beta=0.01,seed=1: " in stdout, stdout
+    assert ("warning: 1 damaged training curve not drawn" in stdout
+            and "  concrete/E/default/beta=0.01,seed=1: " in stdout), stdout
     report = (out / "report.md").read_text()
     assert "Damaged training curves, not drawn (1;" in report and "- `concrete/E/default/beta=0.01,seed=1`: " in report
-    drawn = sorted(p.relative_to(out / "figures" / "curves").as_posix() for p in (out / "figures" / "curves").rglob("*.png"))
+    drawn = sorted(p.relative_to(out / "figures" / "curves").as_posix()
+                   for p in (out / "figures" / "curves").rglob("*.png"))
     assert drawn == ["concrete/E/beta=0.01,seed=0.png", "concrete/E/beta=0.01.png"]
 
 
@@ -231,13 +240,17 @@ def test_stash_back_splices_the_curve_of_a_run_finished_meanwhile_and_keeps_it_v
     (repo / ".gitignore").write_text("/.stash/\n")
     for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "t"]):
         subprocess.run([*git, *command], cwd=repo, check=True)
-    env = os.environ | {"PYTHON": sys.executable, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    assert subprocess.run(["bash", "scripts/offline_gpu/stash.sh", "out"], cwd=repo, capture_output=True, env=env).returncode == 0
+    env = os.environ | {"PYTHON": sys.executable,
+                        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    assert subprocess.run(["bash", "scripts/offline_gpu/stash.sh", "out"], cwd=repo,
+                          capture_output=True, env=env).returncode == 0
     write_run(repo, run, record(0), curve=lines[0] + "".join(lines[6:]))  # resumed here from epoch 5 and finished
-    back = subprocess.run(["bash", "scripts/offline_gpu/stash.sh", "back"], cwd=repo, capture_output=True, text=True, env=env)
+    back = subprocess.run(["bash", "scripts/offline_gpu/stash.sh", "back"], cwd=repo, capture_output=True, text=True,
+                          env=env)
     assert back.returncode == 0 and "spliced 1 training curves" in back.stdout, back.stdout + back.stderr
     assert integrity_problem(repo / run, files=(METRICS,)) is None and integrity_problem(repo / run) is None
-    assert [int(line.split(",")[0]) for line in (repo / run / METRICS).read_text().splitlines()[1:]] == list(range(1, 11))
+    assert ([int(line.split(",")[0]) for line in (repo / run / METRICS).read_text().splitlines()[1:]]
+            == list(range(1, 11)))
 
 
 # --- cause 3: kanx.status on corrupt records and bad checkpoints ------------------------------
@@ -258,12 +271,14 @@ def test_status_shows_a_corrupt_record_as_corrupt_and_says_why(tmp_path, capsys)
     sweep = tmp_path / "concrete" / "E" / "default"
     write_run(sweep, "beta=0.1,seed=0", status_record(0))
     edited = write_run(sweep, "beta=0.1,seed=1", status_record(1))
-    (edited / "record.json").write_text((edited / "record.json").read_text().replace('"test_rmse": 5.0', '"test_rmse": 0.5'))
+    (edited / "record.json").write_text(
+        (edited / "record.json").read_text().replace('"test_rmse": 5.0', '"test_rmse": 0.5'))
     garbled = sweep / "beta=0.1,seed=2"
     garbled.mkdir()
     (garbled / "record.json").write_text('{"schema_version": 1, "dataset": "conc')  # cut short, then sealed as it is
     records.seal(garbled, with_model=False)
-    damage(write_run(sweep, "beta=0.1,seed=3", status_record(3), curve=CURVE), "not text")  # a damaged curve: the run is still ok
+    # a damaged curve: the run is still ok
+    damage(write_run(sweep, "beta=0.1,seed=3", status_record(3), curve=CURVE), "not text")
 
     found = states(tmp_path)
     assert {seed: state for seed, (state, _) in found.items()} == {0: "ok", 1: "corrupt", 2: "corrupt", 3: "ok"}
@@ -295,7 +310,8 @@ def test_status_shows_an_unloadable_checkpoint_as_bad_and_says_why(tmp_path, cap
     torch.save({"config_hash": "x", "epoch": 70, "extra": NotPlainData()}, sweep / "beta=0.1,seed=3" / "checkpoint.pt")
 
     found = states(tmp_path)
-    assert {seed: state for seed, (state, _) in found.items()} == {0: "ok", 1: "checkpointed", 2: "bad checkpoint", 3: "bad checkpoint"}
+    assert {seed: state for seed, (state, _) in found.items()} == {0: "ok", 1: "checkpointed",
+                                                                   2: "bad checkpoint", 3: "bad checkpoint"}
     assert "cannot be loaded" in found[2][1] and "pickled Python objects" in found[3][1]
     (s,) = collect(tmp_path)
     assert [r.epoch for r in s.runs if r.seed in (1, 2, 3)] == [50, None, None]

@@ -37,7 +37,8 @@ def _digests(root) -> dict:
 
 def test_hydra_hands_no_and_off_over_as_strings():
     """Why bool() was wrong: only true/false (any case) reach the config as booleans."""
-    assert [composed(f"overwrite={v}").overwrite for v in ("true", "False", "no", "off", "maybe")] == [True, False, "no", "off", "maybe"]
+    assert [composed(f"overwrite={v}").overwrite for v in ("true", "False", "no", "off", "maybe")] == [
+        True, False, "no", "off", "maybe"]
 
 
 @pytest.mark.parametrize("key", BOOLEAN_KEYS)
@@ -46,7 +47,8 @@ def test_every_boolean_key_takes_true_or_false_and_refuses_anything_else(key):
     del base["condition"]["name"]  # named by its flags, so a flag may change
     for value in (True, False):
         run = run_config_from(_set(json.loads(json.dumps(base)), key, value))
-        read = {"overwrite": run.overwrite, "train.grid_updates": run.train.grid_updates, "train.compile": run.train.compile,
+        read = {"overwrite": run.overwrite, "train.grid_updates": run.train.grid_updates,
+                "train.compile": run.train.compile,
                 "train.cuda_graph": run.train.cuda_graph, "dataset.standardize_targets": run.data.standardize_targets,
                 **{f"condition.{k}": getattr(run.condition, k) for k in ("edge_gates", "forward", "exits")}}
         assert read[key] is value
@@ -63,12 +65,14 @@ def test_overwrite_no_keeps_finished_records_byte_identical(tmp_path):
     before = _digests(tmp_path)
     assert len(before) == 2
     with pytest.raises(ConfigError, match="overwrite='no' must be true or false"):
-        run_jobs([(composed("+condition=EFX", f"seed={s}", "overwrite=no", *TOY_RUN), d) for s, (_, d) in zip((0, 1), configs, strict=True)])
+        run_jobs([(composed("+condition=EFX", f"seed={s}", "overwrite=no", *TOY_RUN), d)
+                  for s, (_, d) in zip((0, 1), configs, strict=True)])
     assert _digests(tmp_path) == before
 
 
 def test_grid_updates_off_and_standardize_no_are_refused_not_read_as_true():
-    for override, key in (("train.grid_updates=off", "train.grid_updates"), ("dataset.standardize_targets=no", "dataset.standardize_targets")):
+    for override, key in (("train.grid_updates=off", "train.grid_updates"),
+                          ("dataset.standardize_targets=no", "dataset.standardize_targets")):
         with pytest.raises(ConfigError, match=f"{key}='(off|no)' must be true or false"):
             run_config_from(composed(override))
     run = run_config_from(composed("train.grid_updates=false", "dataset.standardize_targets=FALSE"))
@@ -112,13 +116,14 @@ def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monk
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("+betta=0.01", "unknown key(s) betta (did you mean beta?); "
-                    "the top level takes: beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"),
+    ("+betta=0.01", "unknown key(s) betta (did you mean beta?); the top level takes: beta, condition, "
+                    "dataset, device, logger, model, overwrite, results_root, seed, train"),
     ("+foo=1", "unknown key(s) foo; the top level takes:"),
     ("+condition.edge_gate=true", "unknown key(s) condition.edge_gate (did you mean condition.edge_gates?); "
                                   "condition.* takes: edge_gates, exits, forward, input_gates, name, node_gates"),
     ("+dataset.n_trian=64", "unknown key(s) dataset.n_trian (did you mean dataset.n_train?)"),
-    ("+dataset.horizon=null", "unknown key(s) dataset.horizon; dataset.* takes:"),  # a null option was dropped before the loader saw it
+    # a null option was dropped before the loader saw it
+    ("+dataset.horizon=null", "unknown key(s) dataset.horizon; dataset.* takes:"),
     ("+train.epoch=3", "unknown key(s) train.epoch (did you mean train.epochs?)"),
     ("+logger.experment=x", "unknown key(s) logger.experment (did you mean logger.experiment?)"),
     ("logger.name=wandb", "logger.name='wandb' is not one of: none, tensorboard, mlflow"),
@@ -173,7 +178,8 @@ def test_every_shipped_dataset_condition_and_launcher_composes_to_known_keys():
     for dataset in sorted(p.stem for p in (conf / "dataset").glob("*.yaml")):
         run_config_from(composed(f"dataset={dataset}", "+condition=EFX", *(csv if dataset == "csv" else [])))
     for condition in sorted(p.stem for p in (conf / "condition").glob("*.yaml")):
-        assert run_config_from(composed(f"+condition={condition}", "beta=0.0")).condition.name == ("Baseline" if condition == "baseline" else condition)
+        assert run_config_from(composed(f"+condition={condition}", "beta=0.0")).condition.name == (
+            "Baseline" if condition == "baseline" else condition)
     for launcher in sorted(p.stem for p in (conf / "launcher").glob("*.yaml")):
         run_config_from(composed(f"launcher={launcher}", "hydra.job.chdir=false", "hydra.verbose=true", hydra=True))
     for preset in sorted(p.stem for p in (conf / "debug").glob("*.yaml")):  # +debug=quick
@@ -217,7 +223,8 @@ def test_the_default_single_run_is_a_baseline_recorded_and_filed_at_beta_0(tmp_p
 def test_an_explicit_beta_on_a_condition_without_gates_is_refused_before_compute(tmp_path, condition):
     with pytest.raises(ConfigError) as e:
         run_jobs([(composed(f"+condition={condition}", "beta=0.3", *TOY_RUN), tmp_path / "run")])
-    assert str(e.value).startswith(f"beta=0.3 has no effect on condition {'Baseline' if condition == 'baseline' else 'F'}: beta acts only")
+    assert str(e.value).startswith("beta=0.3 has no effect on condition "
+                                   f"{'Baseline' if condition == 'baseline' else 'F'}: beta acts only")
     assert not (tmp_path / "run").exists()
 
 
@@ -236,7 +243,8 @@ def test_committed_baseline_and_f_records_are_what_their_default_commands_compos
     for i, dataset in enumerate(sorted({f.parts[-5] for f in found})):
         condition = ("Baseline", "F")[i % 2]
         record = json.loads(next(f for f in found if f.parts[-5] == dataset and f.parts[-4] == condition).read_text())
-        now = to_container(composed(f"dataset={dataset}", f"+condition={'baseline' if condition == 'Baseline' else condition}"))
+        now = to_container(composed(f"dataset={dataset}",
+                                    f"+condition={'baseline' if condition == 'Baseline' else condition}"))
         assert config_hash(now) == record["config_hash"], (dataset, condition)
 
 
@@ -251,7 +259,8 @@ def _table(path, rows: int = 200):
 
     x = np.random.default_rng(0).uniform(-1, 1, (rows, len(FEATURES)))
     y = np.sin(x[:, 0]) + x[:, 1] ** 2
-    path.write_text(",".join([*FEATURES, "y"]) + "\n" + "\n".join(",".join(f"{v:.5f}" for v in (*r, t)) for r, t in zip(x, y, strict=True)) + "\n")
+    path.write_text(",".join([*FEATURES, "y"]) + "\n" + "\n".join(",".join(f"{v:.5f}" for v in (*r, t))
+                                                                  for r, t in zip(x, y, strict=True)) + "\n")
     return path
 
 
@@ -277,7 +286,8 @@ def test_a_sweep_with_twenty_named_features_gets_a_folder_it_can_create(tmp_path
     from kanx.plan import sweep_jobs
 
     table = _table(tmp_path / "table.csv")
-    jobs = sweep_jobs("csv", "E", [f"dataset.path={table}", "dataset.target=y", f"dataset.features=[{','.join(FEATURES)}]",
+    jobs = sweep_jobs("csv", "E", [f"dataset.path={table}", "dataset.target=y",
+                                   f"dataset.features=[{','.join(FEATURES)}]",
                                    f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", *TOY_RUN])
     ((cfg, run_dir),) = jobs
     assert max(len(p.encode()) for p in run_dir.parts) <= 255, run_dir
@@ -292,8 +302,8 @@ def test_the_cli_trains_a_long_tag_sweep_and_status_finds_its_folder(tmp_path):
     from kanx.status import collect
 
     table = _table(tmp_path / "table.csv")
-    cli("dataset=csv", f"dataset.path={table}", "dataset.target=y", f"dataset.features=[{','.join(FEATURES)}]", "+condition=E",
-        f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", *TOY_RUN, "-m")
+    cli("dataset=csv", f"dataset.path={table}", "dataset.target=y", f"dataset.features=[{','.join(FEATURES)}]",
+        "+condition=E", f"results_root={tmp_path / 'r'}", "seed=0", "beta=0.1", *TOY_RUN, "-m")
     (record,) = records(tmp_path / "r")
     assert record["config"]["dataset"]["features"] == FEATURES  # the full overrides stay in the record
     (multirun,) = (tmp_path / "r").rglob("multirun.yaml")
@@ -323,6 +333,7 @@ def test_two_jobs_of_different_configs_in_one_folder_stop_before_compute(tmp_pat
     """Keys left out of the folder name (dataset.path, say) can give two runs one folder: the
     second would replace the first's record."""
     configs = [(composed("+condition=E", *TOY_RUN, f"train.lr={lr}"), tmp_path / "run") for lr in (0.001, 0.002)]
-    with pytest.raises(ConfigError, match=r"two jobs would write .*run with different configs \(train.lr: 0.001 there, 0.002 now\)"):
+    with pytest.raises(ConfigError,
+                       match=r"two jobs would write .*run with different configs \(train.lr: 0.001 there, 0.002 now\)"):
         run_jobs(configs)
     assert not (tmp_path / "run").exists()

@@ -64,20 +64,23 @@ def test_a_column_named_like_a_renamed_duplicate_is_its_own_column(tmp_path):
 def test_a_data_copy_with_a_repeated_column_is_refused(tmp_path):
     lines = (SHARED_DATA / "concrete.csv").read_text().splitlines()
     first = lines[1].split(",")[0]
-    (tmp_path / "concrete.csv").write_text("\n".join([lines[0] + ",cement", *(f"{line},{first}" for line in lines[1:])]) + "\n")
+    (tmp_path / "concrete.csv").write_text(
+        "\n".join([lines[0] + ",cement", *(f"{line},{first}" for line in lines[1:])]) + "\n")
     with pytest.raises(DataError, match=r"concrete.csv: the header names the column 'cement' more than once"):
         load_dataset("concrete", data_seed=0, data_dir=str(tmp_path))
 
 
 # ------------------------------------------------------------------ 2. values float32 cannot hold
-@pytest.mark.parametrize("column, text, shown", [(0, "1e300", "1e+300"), (2, "-1e300", "-1e+300"), (1, "3.5e38", "3.5e+38"), (2, "inf", "inf")])
+@pytest.mark.parametrize("column, text, shown", [(0, "1e300", "1e+300"), (2, "-1e300", "-1e+300"),
+                                                 (1, "3.5e38", "3.5e+38"), (2, "inf", "inf")])
 def test_a_value_beyond_float32_is_a_data_error_naming_column_and_value(tmp_path, column, text, shown):
     message = csv_error(table(tmp_path / "big.csv", cell=(3, column, text)))
     assert f"column {'aby'[column]!r}" in message and f" {shown} in data row 3" in message and "float32" in message
 
 
 def test_the_largest_float32_values_are_accepted(tmp_path):
-    ds = load_dataset("mine", data_seed=0, loader="csv", path=str(table(tmp_path / "t.csv", cell=(3, 0, "-3.4e38"))), target="y")
+    ds = load_dataset("mine", data_seed=0, loader="csv", path=str(table(tmp_path / "t.csv", cell=(3, 0, "-3.4e38"))),
+                      target="y")
     assert ds.n_train + ds.n_test == 40
 
 
@@ -85,8 +88,8 @@ def test_the_largest_float32_values_are_accepted(tmp_path):
 def test_a_huge_value_stops_the_command_line_before_training(tmp_path):
     path = table(tmp_path / "huge.csv", n=200, cell=(3, 2, "1e300"))  # enough rows for TOY's 128 + 64
     root = tmp_path / "results"
-    p = cli("dataset=csv", f"dataset.path={path}", "dataset.target=y", f"results_root={root}", "+condition=E", "beta=0.1", "seed=0",
-            *TOY_TRAINING, check=False)
+    p = cli("dataset=csv", f"dataset.path={path}", "dataset.target=y", f"results_root={root}",
+            "+condition=E", "beta=0.1", "seed=0", *TOY_TRAINING, check=False)
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("python -m kanx.train: error: ") and "column 'y' has the value 1e+300 in data row 3" in last
@@ -101,7 +104,8 @@ def test_a_folder_named_like_the_data_file_is_named_as_a_folder(tmp_path, monkey
         with pytest.raises(DataError) as err:
             load_dataset("concrete", data_seed=0, **options)
         message = str(err.value)
-        assert message.startswith(f"{tmp_path / 'concrete.csv'}: is a directory, not a file") and "download" not in message
+        assert (message.startswith(f"{tmp_path / 'concrete.csv'}: is a directory, not a file")
+                and "download" not in message)
         assert "\n" not in message
 
 
@@ -172,9 +176,10 @@ def _damaged(finished: Path, root: Path, kind: str) -> Path:
     return run_dir
 
 
-KINDS = ["missing", "empty folder", "unfinished", "no weights", "corrupt model.pt", "truncated model.pt, old done marker",
-         "another network in model.pt", "not a model file", "record not JSON"]
-CLIS = {"kanx.formula": lambda d: formula.main([str(d), "--no-figure"]), "kanx.draw": lambda d: draw_cli.main([str(d), "--formats", "svg"])}
+KINDS = ["missing", "empty folder", "unfinished", "no weights", "corrupt model.pt",
+         "truncated model.pt, old done marker", "another network in model.pt", "not a model file", "record not JSON"]
+CLIS = {"kanx.formula": lambda d: formula.main([str(d), "--no-figure"]),
+        "kanx.draw": lambda d: draw_cli.main([str(d), "--formats", "svg"])}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -224,7 +229,8 @@ def test_formula_options_out_of_range_stop_before_the_run_is_read(finished, monk
 
 def test_formula_api_checks_the_same_ranges_before_fitting(finished, monkeypatch):
     run = kanx.load_run(finished)
-    monkeypatch.setattr(symbolic, "contributing_edges", lambda *a, **k: pytest.fail("fitted before the options were checked"))
+    monkeypatch.setattr(symbolic, "contributing_edges",
+                        lambda *a, **k: pytest.fail("fitted before the options were checked"))
     for options in ({"tolerance": -1.0}, {"tolerance": float("nan")}, {"simplicity": -1.0}, {"primitives": []}):
         with pytest.raises(ConfigError, match="out of range|no primitives"):
             run.formula(**options)
@@ -234,7 +240,8 @@ def test_formula_api_checks_the_same_ranges_before_fitting(finished, monkeypatch
 
 def test_the_bounds_themselves_are_allowed(finished, tmp_path):
     symbolic_fit.check_options(["x"], 0.0, 0.0)  # 0 keeps every edge a spline: allowed, if slow on a big network
-    assert formula.main([str(finished), "--simplicity", "0", "--primitives", "0,x", "--no-figure", "--out", str(tmp_path)]) == 0
+    assert formula.main([str(finished), "--simplicity", "0", "--primitives", "0,x", "--no-figure",
+                         "--out", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "formula.json").read_text())["settings"]["simplicity"] == 0
 
 

@@ -306,7 +306,8 @@ def test_the_cli_keeps_a_hostile_column_below_the_root_and_a_refused_value_write
             *[a for a in args if not (refused == ["train=5"] and a.startswith("train."))], cwd=tmp_path, check=False
         )
         assert (
-            p.returncode == code and len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("python -m kanx.train: error: ")
+            p.returncode == code and len(p.stderr.strip().splitlines()) == 1
+            and p.stderr.startswith("python -m kanx.train: error: ")
         ), (refused, p.stderr[-2000:])
         assert _tree(tmp_path.parent) == before, refused
 
@@ -335,7 +336,8 @@ def test_the_cli_refuses_an_empty_results_root_in_one_line_before_anything(tmp_p
                 cwd=tmp_path,
                 check=False,
             )
-            assert p.returncode == 2 and p.stderr.startswith("python -m kanx.train: error: results_root='' must name a folder"), (
+            assert p.returncode == 2 and p.stderr.startswith(
+                "python -m kanx.train: error: results_root='' must name a folder"), (
                 p.stderr[-2000:]
             )
             assert len(p.stderr.strip().splitlines()) == 1 and not (Path("/") / name).exists()

@@ -47,8 +47,10 @@ def test_a_lock_naming_no_live_process_is_taken_over_and_is_not_running(tmp_path
             "empty, just written": ("", 0, False),  # its writer is between creating and filling it
             "empty, older than the refresh interval": ("", records.LOCK_REFRESH_S + 1, True),
             "garbled, older than the refresh interval": ('{"host": "x", "pi', records.LOCK_REFRESH_S + 1, True),
-            "a live process": (json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "start": start}), 0, False),
-            "a reused pid": (json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "start": start - 1}), 0, True),
+            "a live process": (json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "start": start}), 0,
+                               False),
+            "a reused pid": (json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "start": start - 1}), 0,
+                             True),
         }
         for name, (text, seconds, stale) in cases.items():
             run_dir = tmp_path / name
@@ -100,21 +102,24 @@ def test_a_single_run_into_an_unusable_results_root_is_one_line(tmp_path):
     blocker.write_text("not a folder")
     p = cli("+condition=E", f"results_root={blocker / 'results'}", *ARGS, check=False)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-3000:]
-    assert p.stderr.startswith(f"python -m kanx.train: error: {blocker} is not a folder, so the results in {blocker / 'results'}/"), p.stderr
+    assert p.stderr.startswith(f"python -m kanx.train: error: {blocker} is not a folder, so the results in "
+                               f"{blocker / 'results'}/"), p.stderr
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
 @pytest.mark.slow
 def test_a_signal_to_a_single_run_checkpoints_it_in_one_line(tmp_path, signame):
-    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500", "train.warmup=1", "train.fc_warmup=1",
-            "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY]
-    p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    args = ["-m", "kanx.train", "+condition=E", f"results_root={tmp_path}", "train.epochs=1500",
+            "train.warmup=1", "train.fc_warmup=1", "train.checkpoint_every=0", "beta=0.1", "seed=0", *TOY]
+    p = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                         env=os.environ | {"PYTHONUNBUFFERED": "1"})
     wait_for(tmp_path, "lock")
     time.sleep(2)
     sig = getattr(signal, signame)
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
-    assert p.returncode == 128 + sig and err.strip().splitlines()[-1] == f"{signame}: saved checkpoints of 1 run(s); stopping", err[-3000:]
+    assert (p.returncode == 128 + sig
+            and err.strip().splitlines()[-1] == f"{signame}: saved checkpoints of 1 run(s); stopping"), err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     (ckpt,) = tmp_path.rglob("checkpoint.pt")
     assert 0 < torch.load(ckpt, weights_only=True)["epoch"] < 1500 and not list(tmp_path.rglob("lock"))
@@ -153,8 +158,10 @@ def disk_full_from(model_number: int, monkeypatch, code: int) -> None:
     monkeypatch.setattr(os, "fsync", fsync)
 
 
-@pytest.mark.parametrize("code,cause", [(28, "the disk is full"), (30, "the file system is read-only")])  # ENOSPC, EROFS
-def test_a_pack_that_cannot_write_keeps_its_finished_records_and_stops_in_one_line(tmp_path, monkeypatch, capsys, caplog, own_signals, code, cause):
+# ENOSPC, EROFS
+@pytest.mark.parametrize("code,cause", [(28, "the disk is full"), (30, "the file system is read-only")])
+def test_a_pack_that_cannot_write_keeps_its_finished_records_and_stops_in_one_line(
+        tmp_path, monkeypatch, capsys, caplog, own_signals, code, cause):
     from kanx.plan import sweep_jobs
     from kanx.runner import run_command
 
@@ -168,7 +175,8 @@ def test_a_pack_that_cannot_write_keeps_its_finished_records_and_stops_in_one_li
     assert stop.value.code == 1 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"kanx: error: cannot write {seed3 / 'model.pt'}: {cause}"), err
     states = [records.read_state(run_dir) for _, run_dir in configs]
-    assert [s.status for s in states] == ["done"] * 3 + ["new"] * 3  # the finished records stay, no failed one was written
+    # the finished records stay, no failed one was written
+    assert [s.status for s in states] == ["done"] * 3 + ["new"] * 3
     assert all(s.record["status"] in ("ok", "collapsed") for s in states[:3])
     assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob("lock"))
     stamps = {f: f.stat().st_mtime_ns for f in tmp_path.rglob("record.json")}
@@ -206,14 +214,17 @@ def test_a_real_full_disk_keeps_the_finished_records(tmp_path):
     100 KiB, then model.pt files fill it."""
     tiny = tmp_path / "tiny"
     tiny.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=216k", "tmpfs", str(tiny)], capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=216k", "tmpfs", str(tiny)],
+                      capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs is not permitted here")
     try:
         p = cli("+condition=EFX", "seed=0,1,2,3,4,5", "beta=0.1", f"results_root={tiny}", *ARGS, "-m", check=False)
-        assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "the disk is full" in p.stderr, p.stderr[-3000:]
+        assert (p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1
+                and "the disk is full" in p.stderr), p.stderr[-3000:]
         states = [records.read_state(d) for d in sorted(tiny.glob("sin_xy2/EFX/*/beta=*"))]
         assert len(states) == 6 and all(s.status in ("done", "new") for s in states), states
-        assert 0 < sum(s.status == "done" for s in states) < 6 and all(s.record["status"] != "failed" for s in states if s.record)
+        assert 0 < sum(s.status == "done" for s in states) < 6 and all(
+            s.record["status"] != "failed" for s in states if s.record)
     finally:
         subprocess.run(["umount", str(tiny)], check=True)
 
@@ -233,7 +244,8 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
     from kanx.trainer import Trainer
 
     def configs(root):
-        return sweep_jobs("sin_xy2", "E", [f"results_root={root}", "seed=0", "beta=0.1", "train.epochs=12", "train.warmup=4", "train.fc_warmup=2",
+        return sweep_jobs("sin_xy2", "E", [f"results_root={root}", "seed=0", "beta=0.1", "train.epochs=12",
+                                           "train.warmup=4", "train.fc_warmup=2",
                                            "train.log_every=1", "train.checkpoint_every=6", *TOY])
 
     run_epoch = Trainer.run_epoch
@@ -251,11 +263,13 @@ def test_a_signal_checkpoint_keeps_the_curve_up_to_its_epoch(tmp_path, monkeypat
     assert stop.value.code == 128 + getattr(signal, signame)
     run_dir = stopped[0][1]
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["epoch"] == 9
-    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == list(range(1, 10))  # flushed with the signal's checkpoint
+    # flushed with the signal's checkpoint
+    assert list(pd.read_csv(run_dir / "metrics.csv")["epoch"]) == list(range(1, 10))
     run_command(stopped, tmp_path, tmp_path)
     straight = configs(tmp_path / "straight")
     run_command(straight, tmp_path, tmp_path)
-    resumed, whole = (pd.read_csv(c[0][1] / "metrics.csv.gz").drop(columns="elapsed_s") for c in (stopped, straight))  # finished: gzipped
+    # finished: gzipped
+    resumed, whole = (pd.read_csv(c[0][1] / "metrics.csv.gz").drop(columns="elapsed_s") for c in (stopped, straight))
     assert list(whole["epoch"]) == list(range(1, 13))
     assert resumed.to_dict("records") == whole.to_dict("records")  # resuming is bitwise
 
@@ -269,7 +283,8 @@ def finished(tmp_path_factory):
     from helpers import train_run
 
     root = tmp_path_factory.mktemp("finished")
-    return train_run(root / "sin_xy2" / "E" / "t" / "beta=0.1,seed=0", "+condition=E", f"results_root={root}", "seed=0", "beta=0.1", *ARGS)
+    return train_run(root / "sin_xy2" / "E" / "t" / "beta=0.1,seed=0", "+condition=E", f"results_root={root}",
+                     "seed=0", "beta=0.1", *ARGS)
 
 
 def unsealed_copy(finished: Path, run_dir: Path, status: str | None = None) -> Path:
@@ -298,9 +313,12 @@ def test_seal_legacy_seals_empty_markers_as_the_records_are_now(finished, tmp_pa
     before = (sealed / "done").read_bytes()
     assert records.main(["seal-legacy", str(root)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"sealed 2 record(s) with an empty done marker under {root} (1 with model.pt); left 1 whose record.json is not a JSON record"), out
-    assert json.loads((ok / "done").read_text())["sha256"] == {n: records.sha256_of(ok / n) for n in ("record.json", "model.pt", "metrics.csv.gz")}
-    assert json.loads((failed / "done").read_text())["sha256"] == {n: records.sha256_of(failed / n) for n in ("record.json", "metrics.csv.gz")}
+    assert out.startswith(f"sealed 2 record(s) with an empty done marker under {root} (1 with model.pt); left 1 whose "
+                          "record.json is not a JSON record"), out
+    assert json.loads((ok / "done").read_text())["sha256"] == {n: records.sha256_of(ok / n)
+                                                               for n in ("record.json", "model.pt", "metrics.csv.gz")}
+    assert json.loads((failed / "done").read_text())["sha256"] == {n: records.sha256_of(failed / n)
+                                                                   for n in ("record.json", "metrics.csv.gz")}
     assert (ok / "done").stat().st_mtime_ns == 10**18 and (sealed / "done").read_bytes() == before
     assert records.read_state(ok).status == "done" and records.read_state(failed).status == "failed"
     assert (ok.parent / "beta=0.1,seed=2" / "done").read_bytes() == b""
@@ -314,13 +332,15 @@ def test_an_empty_done_marker_vouches_for_nothing(finished, tmp_path):
     root = tmp_path / "results"
     run_dir = unsealed_copy(finished, root / "sin_xy2" / "E" / "t" / "beta=0.1,seed=0")
     state = records.read_state(run_dir)
-    assert state.status == "new" and state.problem.startswith(f"{run_dir / 'done'} holds no checksums") and "\n" not in state.problem
+    assert (state.status == "new" and state.problem.startswith(f"{run_dir / 'done'} holds no checksums")
+            and "\n" not in state.problem)
     with pytest.raises(ValueError, match="holds no checksums"):
         import kanx
 
         kanx.load_run(run_dir)
     runs = load_runs(root)  # the analysis leaves it out and says why
-    assert len(runs) == 0 and "holds no checksums" in dict(runs.attrs["skipped"])["sin_xy2/E/t/beta=0.1,seed=0/record.json"]
+    assert (len(runs) == 0
+            and "holds no checksums" in dict(runs.attrs["skipped"])["sin_xy2/E/t/beta=0.1,seed=0/record.json"])
     (run_dir / "done").write_text("{}")  # a marker that lists nothing vouches for nothing either
     assert records.read_state(run_dir).status == "new"
     records.seal_legacy(root)

@@ -156,7 +156,8 @@ def test_composition_through_a_forward_connection():
 def test_composition_through_an_exit_head():
     """EFX [2, 2, 1, 1] at exit 0: its head [x, y] -> z (x^3 and tanh); the open trunk edges
     feed exits that are not selected and must not appear."""
-    edges = {(0, 0, 2): lambda v: v**3, (0, 1, 2): lambda v: np.tanh(1.5 * v), (0, 0, 0): lambda v: v, (1, 2, 1): lambda v: v}
+    edges = {(0, 0, 2): lambda v: v**3, (0, 1, 2): lambda v: np.tanh(1.5 * v),
+             (0, 0, 0): lambda v: v, (1, 2, 1): lambda v: v}
     model = _hand_model("EFX", (2, 2, 1, 1), edges, exit_k=0)
 
     def truth(x, y):
@@ -189,7 +190,8 @@ def test_composition_through_the_trunk_of_a_plain_kan():
     f, x_test = _export(model, truth, primitives=("0", "x", "x^2", "sin"))
     chosen = {(e.stage, e.i, e.o): e.fit.primitive for e in f.edges}
     assert len(chosen) == 6  # all open: the zeroed ones are fitted by the constant 0, or (h1_1 = 0) are constant
-    assert chosen == {(0, 0, 0): "x^2", (0, 1, 0): "x", (1, 0, 0): "sin", (0, 0, 1): "0", (0, 1, 1): "0", (1, 1, 0): "constant"}
+    assert chosen == {(0, 0, 0): "x^2", (0, 1, 0): "x", (1, 0, 0): "sin", (0, 0, 1): "0",
+                      (0, 1, 1): "0", (1, 1, 0): "constant"}
     assert np.abs(f.lambdified("printed")(x_test)[:, 0] - truth(*x_test.T)).max() < 5e-3
 
 
@@ -276,7 +278,8 @@ def f1_run(tmp_path_factory):
     """A real saved nguyen_f1 EX run (2 epochs through the runner), its model then set to what
     a run that picks exit 0 keeps: one open edge x -> y@exit0 whose activation is the
     standardized generating function plus a wiggle of 2% of the target's spread."""
-    run_dir = _train_toy(tmp_path_factory.mktemp("formula") / "nguyen_f1" / "EX", "dataset=nguyen_f1", "+condition=EX", "beta=0.1")
+    run_dir = _train_toy(tmp_path_factory.mktemp("formula") / "nguyen_f1" / "EX", "dataset=nguyen_f1",
+                         "+condition=EX", "beta=0.1")
     run = kanx.load_run(run_dir)
     s = run.scaling
     x_mid, x_half = float(s.x_shift[0]), float(s.x_scale[0])

@@ -20,8 +20,10 @@ SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scrip
 def train_help(argv0: str | None = None) -> str:
     """`python -m kanx.train --help`, or the same run as the console script ``argv0``."""
     code = "import sys; from kanx.train import main; sys.argv[0] = sys.argv[1]; del sys.argv[1]; main()"
-    cmd = [sys.executable, "-m", "kanx.train", "--help"] if argv0 is None else [sys.executable, "-c", code, argv0, "--help"]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    cmd = ([sys.executable, "-m", "kanx.train", "--help"] if argv0 is None
+           else [sys.executable, "-c", code, argv0, "--help"])
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=os.environ | {"PYTHONUNBUFFERED": "1"})
     assert p.returncode == 0, p.stderr
     return p.stdout
 
@@ -31,19 +33,22 @@ def test_train_help_describes_kanx_and_lists_the_config_groups():
     text = train_help()
     assert text.startswith("usage: python -m kanx.train [KEY=VALUE ...] [-m]")
     assert "Kolmogorov-Arnold" in text and "Bagrow & Bongard" in text and "is powered by Hydra" not in text
-    groups = {line.split(":")[0] for line in text.split("== Config groups ==")[1].split("== Config ==")[0].splitlines() if ": " in line}
+    groups = {line.split(":")[0] for line in text.split("== Config groups ==")[1].split("== Config ==")[0].splitlines()
+              if ": " in line}
     assert groups == {"condition", "dataset", "debug", "launcher", "logger"}
     condition_line = next(line for line in text.splitlines() if line.startswith("condition: "))
     options = set(condition_line.removeprefix("condition: ").split(", "))
     # the paper's eight and the factor sets of #38
-    assert {"baseline", "E", "F", "X", "EF", "EX", "FX", "EFX", "EFXI", "EN", "EFXNI"} <= options and "debug: quick" in text
+    assert ({"baseline", "E", "F", "X", "EF", "EX", "FX", "EFX", "EFXI", "EN", "EFXNI"} <= options
+            and "debug: quick" in text)
     assert 'eval "$(kanx-train -sc install=bash)"' in text  # the template's $$ came out as one $
 
 
 @pytest.mark.slow
 def test_train_help_names_the_console_script_when_run_as_one():
     text = train_help("/venv/bin/kanx-train")
-    assert text.startswith("usage: kanx-train [KEY=VALUE ...] [-m]") and "  kanx-train +condition=EFX +debug=quick -m" in text
+    assert (text.startswith("usage: kanx-train [KEY=VALUE ...] [-m]")
+            and "  kanx-train +condition=EFX +debug=quick -m" in text)
 
 
 @pytest.mark.slow
@@ -59,7 +64,8 @@ def test_every_script_answers_help_run_from_the_checkout_root(script):
 def test_every_console_script_usage_line_names_the_command_as_typed(script, monkeypatch, capsys):
     module, func = SCRIPTS[script].split(":")
     main = getattr(importlib.import_module(module), func)
-    for argv0, usage in ((f"/venv/bin/{script}", f"usage: {script} "), (f"/src/{module.replace('.', '/')}.py", "usage: python -m kanx.")):
+    for argv0, usage in ((f"/venv/bin/{script}", f"usage: {script} "),
+                         (f"/src/{module.replace('.', '/')}.py", "usage: python -m kanx.")):
         monkeypatch.setattr(sys, "argv", [argv0, "--help"])
         with pytest.raises(SystemExit) as stop:
             main(["--help"])
@@ -69,7 +75,8 @@ def test_every_console_script_usage_line_names_the_command_as_typed(script, monk
 
 @pytest.mark.slow
 def test_reproduce_help_names_one_default_for_group():
-    p = subprocess.run([sys.executable, "-m", "kanx.reproduce", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-m", "kanx.reproduce", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
     text = " ".join(p.stdout.split())
     assert p.returncode == 0 and text.startswith("usage: python -m kanx.reproduce ")
     assert "`auto` (the default)" in text and "(default auto:" in text

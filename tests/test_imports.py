@@ -210,7 +210,8 @@ def forbidden_imports(package: str, forbidden: set[str], module_level: bool) -> 
     imports only: kanx's lazy ``load_run`` imports kanx.load when that attribute is asked for."""
     start = {m for m in MODULES if in_package(m, package)}
     assert start, package
-    graph = {m: imports_of(m, path, module_level or (path.name == "__init__.py" and m not in start)) for m, path in MODULES.items()}
+    graph = {m: imports_of(m, path, module_level or (path.name == "__init__.py" and m not in start))
+             for m, path in MODULES.items()}
     chains = []
     for m, chain in sorted(reachable(graph, start).items()):
         path = MODULES[m]

@@ -76,13 +76,15 @@ def source_tree(src: Path) -> Path:
     in the checkout: uncommitted changes make it a .d<date> version, as they would here."""
     if (ROOT / ".git").exists():
         ok(["git", "clone", "-q", "--no-checkout", "--shared", str(ROOT), str(src)], ROOT)
-        ok(["git", "sparse-checkout", "set", "--no-cone", *(f"/{name}" + "/" * (ROOT / name).is_dir() for name in BUILD_INPUTS)], src)
+        ok(["git", "sparse-checkout", "set", "--no-cone",
+            *(f"/{name}" + "/" * (ROOT / name).is_dir() for name in BUILD_INPUTS)], src)
         ok(["git", "checkout", "-q"], src)
     src.mkdir(exist_ok=True)
     for name in BUILD_INPUTS:  # the working tree's copies, over the committed ones
         if (ROOT / name).is_dir():
             shutil.rmtree(src / name, ignore_errors=True)
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "local", "_version.py"))
+            shutil.copytree(ROOT / name, src / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "local", "_version.py"))
         else:
             shutil.copy2(ROOT / name, src / name)
     return src
@@ -103,22 +105,27 @@ def test_wheel_carries_the_configs_and_uses_them(installed, tmp_path):
     probe = "import kanx, kanx.confdir as c; print(kanx.__file__); print(c.conf_dir())"
     kanx_file, conf = ok([str(installed / "bin" / "python"), "-c", probe], tmp_path).stdout.split()
     assert Path(kanx_file).is_relative_to(installed) and Path(conf) == Path(kanx_file).parent / "conf"
-    source = {p.relative_to(ROOT / "conf").as_posix() for p in (ROOT / "conf").rglob("*.yaml") if "local" not in p.parts}
+    source = {p.relative_to(ROOT / "conf").as_posix() for p in (ROOT / "conf").rglob("*.yaml")
+              if "local" not in p.parts}
     assert {p.relative_to(conf).as_posix() for p in Path(conf).rglob("*.yaml")} == source
 
 
 @pytest.mark.parametrize("entry", ["kanx-train", "python -m kanx.train"])
 @pytest.mark.slow
 def test_installed_entry_points_run_a_sweep_outside_the_checkout(installed, tmp_path, entry):
-    cmd = [str(installed / "bin" / "kanx-train")] if entry == "kanx-train" else [str(installed / "bin" / "python"), "-m", "kanx.train"]
+    cmd = ([str(installed / "bin" / "kanx-train")] if entry == "kanx-train"
+           else [str(installed / "bin" / "python"), "-m", "kanx.train"])
     p = ok([*cmd, *SWEEP, "results_root=res", "-m"], tmp_path)
     found = sorted(tmp_path.glob("res/sin_xy2/EFX/*/beta=0.1,seed=*/record.json"))
     assert [f.parent.name for f in found] == ["beta=0.1,seed=0", "beta=0.1,seed=1"], p.stdout + p.stderr
     assert all((f.parent / "done").exists() for f in found)
     assert "as packs" in p.stdout + p.stderr  # the wheel's hydra_plugins (the packing launcher) were found
     record = json.loads(found[0].read_text())
-    version = ok([str(installed / "bin" / "python"), "-c", "import kanx; print(kanx.__version__)"], tmp_path).stdout.strip()
-    assert record["versions"]["kanx"] == version and record["git_commit"] and version.split("+g")[1].startswith(record["git_commit"][:7])  # the build
+    version = ok([str(installed / "bin" / "python"), "-c", "import kanx; print(kanx.__version__)"],
+                 tmp_path).stdout.strip()
+    # the build
+    assert (record["versions"]["kanx"] == version and record["git_commit"]
+            and version.split("+g")[1].startswith(record["git_commit"][:7]))
 
 
 @pytest.mark.slow
@@ -127,9 +134,12 @@ def test_the_installed_wheel_shows_its_license_and_a_version_from_git_and_has_ev
     and a version that setuptools-scm derived from this checkout's commit, which records name
     (git_commit: no checkout to ask there); kanx-formula and kanx-status answer --help as themselves."""
     python = str(installed / "bin" / "python")
-    show = ok([sys.executable, "-m", "pip", "--python", python, "show", "--verbose", "kanx"], tmp_path).stdout  # the venv has no pip of its own
+    # the venv has no pip of its own
+    show = ok([sys.executable, "-m", "pip", "--python", python, "show", "--verbose", "kanx"], tmp_path).stdout
     fields = dict(line.split(": ", 1) for line in show.splitlines() if ": " in line)
-    assert (fields.get("License-Expression") or fields.get("License")) == "MIT" and "The kanx authors" in fields["Author"], show  # pip < 24.1: License
+    # pip < 24.1: License
+    assert ((fields.get("License-Expression") or fields.get("License")) == "MIT"
+            and "The kanx authors" in fields["Author"]), show
     assert "Programming Language :: Python :: 3" in show and "https://arxiv.org/abs/2512.12448" in show
     head = ok(["git", "rev-parse", "HEAD"], ROOT).stdout.strip()
     m = re.fullmatch(r"\d+(\.\d+)*(\.dev\d+)?\+g(?P<sha>[0-9a-f]{7,})(\.d\d{8})?", fields["Version"])

@@ -19,10 +19,14 @@ from kanx.kan.structure import model_structure, trace
 
 # (width, condition) -> contributing edges / depth for every exit k (X, FX: pi one-hot on k).
 ARCHITECTURE_FACTS = {
-    (13, 13, 13, 1): {"Baseline": ["351/3"], "F": ["546/3"], "X": ["13/1", "182/2", "351/3"], "FX": ["13/1", "195/2", "546/3"]},
-    (5, 5, 5, 5, 1): {"Baseline": ["80/4"], "F": ["170/4"], "X": ["5/1", "30/2", "55/3", "80/4"], "FX": ["5/1", "35/2", "90/3", "170/4"]},
-    (2, 4, 4, 4, 2): {"Baseline": ["48/4"], "F": ["100/4"], "X": ["4/1", "16/2", "32/3", "48/4"], "FX": ["4/1", "20/2", "52/3", "100/4"]},
-    (1, 5, 5, 5, 1): {"Baseline": ["60/4"], "F": ["106/4"], "X": ["1/1", "10/2", "35/3", "60/4"], "FX": ["1/1", "11/2", "46/3", "106/4"]},
+    (13, 13, 13, 1): {"Baseline": ["351/3"], "F": ["546/3"], "X": ["13/1", "182/2", "351/3"],
+                      "FX": ["13/1", "195/2", "546/3"]},
+    (5, 5, 5, 5, 1): {"Baseline": ["80/4"], "F": ["170/4"], "X": ["5/1", "30/2", "55/3", "80/4"],
+                      "FX": ["5/1", "35/2", "90/3", "170/4"]},
+    (2, 4, 4, 4, 2): {"Baseline": ["48/4"], "F": ["100/4"], "X": ["4/1", "16/2", "32/3", "48/4"],
+                      "FX": ["4/1", "20/2", "52/3", "100/4"]},
+    (1, 5, 5, 5, 1): {"Baseline": ["60/4"], "F": ["106/4"], "X": ["1/1", "10/2", "35/3", "60/4"],
+                      "FX": ["1/1", "11/2", "46/3", "106/4"]},
     (2, 5, 5, 5, 1): {"Baseline": ["65/4"], "F": ["122/4"]},
     (3, 3, 3, 3): {"Baseline": ["27/3"], "F": ["54/3"], "X": ["9/1", "18/2", "27/3"], "FX": ["9/1", "27/2", "54/3"]},
 }
@@ -102,7 +106,8 @@ def cox_de_boor(i, k, t, x):
     if k == 0:
         return 1.0 if t[i] <= x < t[i + 1] else 0.0
     left = 0.0 if t[i + k] == t[i] else (x - t[i]) / (t[i + k] - t[i]) * cox_de_boor(i, k - 1, t, x)
-    right = 0.0 if t[i + k + 1] == t[i + 1] else (t[i + k + 1] - x) / (t[i + k + 1] - t[i + 1]) * cox_de_boor(i + 1, k - 1, t, x)
+    right = (0.0 if t[i + k + 1] == t[i + 1] else (t[i + k + 1] - x) / (t[i + k + 1] - t[i + 1])
+             * cox_de_boor(i + 1, k - 1, t, x))
     return left + right
 
 
@@ -153,7 +158,8 @@ def test_grid_refit_solves_least_squares_on_all_samples_unless_told_otherwise(po
     # Reference: numpy's lstsq on the direct Cox-de Boor basis at all 1,000 samples.
     fn = lambda x: torch.sin(3 * x) + 0.4 * torch.cos(7 * x)  # noqa: E731
     layer = _fitted_layer(fn, G=5)
-    samples = (torch.randn(1, 1000, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 0.35).clamp(-0.95, 0.95)
+    samples = (torch.randn(1, 1000, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+               * 0.35).clamp(-0.95, 0.95)
     old = layer.edge_spline(samples)[0, :, 0, 0].detach().numpy()
     layer.update_grid(samples, grid_eps=0.02, points=points)
     t = layer.grid[0, 0].tolist()
@@ -198,7 +204,8 @@ def test_the_qr_reduced_refit_equals_the_plain_pseudoinverse(rtol):
     # tied samples, where plain least squares is near-singular.
     g = torch.Generator().manual_seed(0)
     tied = _tied_samples()
-    x = torch.cat([tied, (torch.rand(1, tied.shape[1], 1, generator=g, dtype=torch.float64) * 1.8 - 0.9)], dim=-1)  # (1, N, 2)
+    # (1, N, 2)
+    x = torch.cat([tied, (torch.rand(1, tied.shape[1], 1, generator=g, dtype=torch.float64) * 1.8 - 0.9)], dim=-1)
     grid = adaptive_grid(torch.sort(x, dim=1).values, 10, 3, 0.02)
     y = torch.randn(1, x.shape[1], 2, 3, generator=g, dtype=torch.float64)
     plain = fit_coefficients(x, y, grid, 3, rtol, reduce_tall=False)
@@ -247,7 +254,8 @@ def local_basis(x, grid, K, with_derivative=False):
     """basis.local_planes for x (M, B, I) and grid (M, I, T) -> (j, N, dN) with j (M, B, I) and N, dN
     stacked on a last axis (M, B, I, K+1): N[..., r] = B_{j-K+r}(x)."""
     j, N, dN, _, _ = local_planes(x.transpose(1, 2), grid, K, with_derivative)
-    return j.transpose(1, 2), torch.stack(N, -1).transpose(1, 2), (torch.stack(dN, -1).transpose(1, 2) if dN is not None else None)
+    return (j.transpose(1, 2), torch.stack(N, -1).transpose(1, 2),
+            (torch.stack(dN, -1).transpose(1, 2) if dN is not None else None))
 
 
 def spline_features(x, grid, K):
@@ -294,7 +302,8 @@ def test_the_compiled_kernels_knot_selects_give_the_gathered_basis_exactly():
             assert torch.equal(u, v)
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])  # torch.compile: make test-full
+# torch.compile: make test-full
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("O", [1, 5])
 def test_kan_matmul_matches_the_dense_layer_in_float32(compiled, O):
     # Values and gradients (x and the folded weights) of the fused layer against the dense
@@ -316,7 +325,8 @@ def test_kan_matmul_matches_the_dense_layer_in_float32(compiled, O):
         assert err <= 1e-6 * scale * x.shape[-1] * (K + 2), f"{name}: max error {err:.3g} at scale {scale:.3g}"
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])  # torch.compile: make test-full
+# torch.compile: make test-full
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_layer_after_a_grid_update_on_tied_data_matches_the_dense_formula(compiled):
     # KANLayer.forward = sum_i z (w_b silu(x_i) + w_s sum_c c_c B_c(x_i)) with gradients to x and
     # coef, after update_grid on tied inputs (repeated knots) and at x outside and on the knots.
@@ -348,7 +358,8 @@ def test_a_layer_after_a_grid_update_on_tied_data_matches_the_dense_formula(comp
 @pytest.mark.parametrize("alpha", [-2.5, -1.0, 0.0, 1.5])
 def test_expected_z_is_the_probability_that_a_gate_is_open(alpha):
     a = torch.full((200_000,), alpha, dtype=torch.float64)
-    z = gates.sample_hard_concrete(a, torch.rand(a.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    z = gates.sample_hard_concrete(
+        a, torch.rand(a.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
     p = gates.expected_open(torch.tensor(alpha, dtype=torch.float64)).item()
     assert abs((z > 0).double().mean().item() - p) < 1e-2
     assert abs(z.mean().item() - p) > 1e-2  # it is not the mean of z~

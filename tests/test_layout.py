@@ -35,21 +35,25 @@ def test_the_makefile_phony_list_names_exactly_its_targets():
     text = (ROOT / "Makefile").read_text()
     phony = set(re.search(r"^\.PHONY:(.*)$", text, re.MULTILINE).group(1).split())
     targets = set(re.findall(r"^([a-z][a-z-]*):", text, re.MULTILINE))
-    assert phony == targets, f"phony but not defined: {sorted(phony - targets)}; defined but not phony: {sorted(targets - phony)}"
+    assert phony == targets, (f"phony but not defined: {sorted(phony - targets)}; defined but not phony: "
+                              f"{sorted(targets - phony)}")
 
 
 def path_changes(tree: ast.AST) -> list[int]:
     """The lines that touch the import path: sys.path (insert, append, assigned, ...) or site.addsitedir."""
-    return sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    return sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                  and isinstance(node.value, ast.Name)
                   and (node.value.id, node.attr) in (("sys", "path"), ("site", "addsitedir")))
 
 
 def test_the_parser_finds_import_path_changes():
-    assert path_changes(ast.parse("import sys\nx = 1\nsys.path.insert(0, 'a')\nsite.addsitedir('b')\nprint(sys.argv)")) == [3, 4]
+    assert path_changes(ast.parse("import sys\nx = 1\nsys.path.insert(0, 'a')\n"
+                                  "site.addsitedir('b')\nprint(sys.argv)")) == [3, 4]
 
 
 def test_no_script_changes_the_import_path():
     """Scripts run as `python scripts/x.py` from the checkout's root import the installed kanx
     (`make install`, editable); one that puts the checkout on sys.path itself hides a missing install."""
-    found = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / "scripts").rglob("*.py")) if (lines := path_changes(ast.parse(p.read_text())))}
+    found = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / "scripts").rglob("*.py"))
+             if (lines := path_changes(ast.parse(p.read_text())))}
     assert not found, found

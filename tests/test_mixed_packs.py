@@ -18,8 +18,10 @@ SPEC = KANSpec((2, 3, 3, 1))
 def run(condition: str, seed: int, beta: float, epochs: int = 6) -> RunConfig:
     # warmup 2 and fc_warmup 3: beta onset, FC switch and their grid-update bursts fall at
     # different epochs for different conditions, so each member needs its own schedule.
-    t = TrainConfig(epochs=epochs, batch_size=32, warmup=2, fc_warmup=3, grid_update_count=2, grid_update_every=1, compile=False)
-    return RunConfig(DataConfig("sin_xy2", seed), Condition.from_name(condition), SPEC, Costs(), "threshold", t, beta, seed)
+    t = TrainConfig(epochs=epochs, batch_size=32, warmup=2, fc_warmup=3, grid_update_count=2,
+                    grid_update_every=1, compile=False)
+    return RunConfig(DataConfig("sin_xy2", seed), Condition.from_name(condition), SPEC, Costs(),
+                     "threshold", t, beta, seed)
 
 
 def assert_same_member(mixed: Trainer, m: int, alone: Trainer, what: str) -> None:
@@ -27,7 +29,8 @@ def assert_same_member(mixed: Trainer, m: int, alone: Trainer, what: str) -> Non
     ref = alone.member_model_state(0)
     assert own.keys() == ref.keys(), what
     for name in ref:
-        assert torch.allclose(own[name], ref[name], rtol=1e-5, atol=1e-6), f"{what}: {name} differs by {(own[name] - ref[name]).abs().max():.3g}"
+        assert torch.allclose(own[name], ref[name], rtol=1e-5, atol=1e-6), (
+            f"{what}: {name} differs by {(own[name] - ref[name]).abs().max():.3g}")
 
 
 def mixed_runs():
@@ -48,7 +51,8 @@ def test_all_eight_conditions_in_one_pack_follow_their_lone_trajectories():
         alone = trained([r], x[m : m + 1], y[m : m + 1])
         assert not alone.model.members.mixed and alone.condition == r.condition
         assert_same_member(mixed, m, alone, r.condition.name)
-        assert torch.allclose(mixed_pred[m], alone.predict(x_test[m : m + 1])[0], rtol=1e-5, atol=1e-6), r.condition.name
+        assert torch.allclose(mixed_pred[m], alone.predict(x_test[m : m + 1])[0], rtol=1e-5, atol=1e-6), (
+            r.condition.name)
         assert structures[m] == alone.structures()[0], r.condition.name
 
 
@@ -109,7 +113,8 @@ def test_members_without_gates_keep_them_frozen_open():
         if not r.condition.exits:
             assert "exit_logits" not in state
     structures = model_structure(mixed.model)
-    assert [s.exit for s, r in zip(structures, runs, strict=True) if not r.condition.exits] == [SPEC.width.__len__() - 2] * 4
+    assert ([s.exit for s, r in zip(structures, runs, strict=True) if not r.condition.exits]
+            == [SPEC.width.__len__() - 2] * 4)
 
 
 @pytest.mark.parametrize("group", [pytest.param("condition", marks=pytest.mark.slow), "all"])  # one in the fast tier
@@ -124,7 +129,8 @@ def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group)
     from kanx.runner import run_jobs
 
     register_resolvers()
-    small = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false", "train.epochs=4", "train.warmup=2", "train.fc_warmup=1",
+    small = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false", "train.epochs=4",
+             "train.warmup=2", "train.fc_warmup=1",
              "model.width=[1,3,3,1]", "train.grid_update_count=2", "train.grid_update_every=1"]
 
     def configs(root, conditions=("E", "FX")):
@@ -133,7 +139,8 @@ def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group)
             for d in ("nguyen_f1", "nguyen_f2"):
                 for c in conditions:
                     for seed, beta in ((0, 0.01), (1, 0.1)):
-                        cfg = compose("config", overrides=[f"+condition={c}", f"dataset={d}", f"seed={seed}", f"beta={beta}", *small])
+                        cfg = compose("config", overrides=[f"+condition={c}", f"dataset={d}",
+                                                           f"seed={seed}", f"beta={beta}", *small])
                         out.append((cfg, root / d / c / f"beta={beta},seed={seed}"))
         return out
 

@@ -63,7 +63,8 @@ def test_orders_put_every_sample_in_every_batch_alike_and_split_neighbours_as_ch
     assert chi2 < 7 * n + 5 * (2 * 7 * n) ** 0.5  # 7,000 degrees of freedom: 5 sigma
     pairs = batch_of[:, :-1] == batch_of[:, 1:]  # samples i and i + 1 in one batch
     together = pairs.double().mean()
-    assert abs(together - 1 / n_batches) < 15 * (1 / n_batches / pairs.numel()) ** 0.5  # 5 sigma, tripled: pairs share epochs
+    # 5 sigma, tripled: pairs share epochs
+    assert abs(together - 1 / n_batches) < 15 * (1 / n_batches / pairs.numel()) ** 0.5
 
 
 def test_purposes_epochs_and_steps_draw_apart():
@@ -78,7 +79,8 @@ def test_purposes_epochs_and_steps_draw_apart():
 def test_a_member_draws_the_same_alone_and_in_packs_of_other_make_ups():
     runs = mixed_runs()
     x, y = toy_data(len(runs), N=120)
-    packs = [Trainer(runs, x, y, 120, torch.device("cpu")), Trainer(runs[::-1], x.flip(0), y.flip(0), 120, torch.device("cpu"))]
+    packs = [Trainer(runs, x, y, 120, torch.device("cpu")),
+             Trainer(runs[::-1], x.flip(0), y.flip(0), 120, torch.device("cpu"))]
     for m, run in enumerate(runs):
         alone = Trainer([run], x[m : m + 1], y[m : m + 1], 120, torch.device("cpu"))
         want_order, want_noise = alone.epoch_draws(5, 4)

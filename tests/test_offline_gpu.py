@@ -20,10 +20,13 @@ pytestmark = pytest.mark.offline_gpu
 def window(tmp_path, out: str, phases: str) -> subprocess.CompletedProcess:
     env = os.environ | {
         "PYTHON": sys.executable, "KANX_WINDOW_WHEELS": "0", "KANX_WINDOW_DEVICE": "cpu", "KANX_WINDOW_SCALE": "smoke",
-        "KANX_WINDOW_TESTS": "0", "KANX_WINDOW_BENCH": "0", "KANX_WINDOW_JOBS": "1", "KANX_WINDOW_BENCH_MIN": "100000", "KANX_WINDOW_PHASES": phases,
-        "KANX_WINDOW_RESULTS": str(tmp_path / "results"), "KANX_WINDOW_KEEP": str(tmp_path / "keep"), "OUT": str(tmp_path / out),
+        "KANX_WINDOW_TESTS": "0", "KANX_WINDOW_BENCH": "0", "KANX_WINDOW_JOBS": "1", "KANX_WINDOW_BENCH_MIN": "100000",
+        "KANX_WINDOW_PHASES": phases,
+        "KANX_WINDOW_RESULTS": str(tmp_path / "results"), "KANX_WINDOW_KEEP": str(tmp_path / "keep"),
+        "OUT": str(tmp_path / out),
     }
-    return subprocess.run(["bash", str(ROOT / "scripts" / "offline_gpu" / "run.sh"), "300"], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(["bash", str(ROOT / "scripts" / "offline_gpu" / "run.sh"), "300"], env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 def members(archive, name: str) -> list[str]:
@@ -40,10 +43,12 @@ def test_a_bad_phase_is_refused_before_anything_runs(tmp_path):
 
 def test_a_study_phase_trains_the_study_into_the_studies_root_and_packs_it(tmp_path):
     bad = window(tmp_path, "out0", "study:edges")
-    assert bad.returncode == 2 and "phase 'study:edges' is not DATASETS@SEEDS" in bad.stderr and "study:NAME (inputs, nodes, distractors)" in bad.stderr
+    assert (bad.returncode == 2 and "phase 'study:edges' is not DATASETS@SEEDS" in bad.stderr
+            and "study:NAME (inputs, nodes, distractors)" in bad.stderr)
     p = window(tmp_path, "out", "study:inputs")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "study:inputs: exit 0" in p.stdout and "28 runs finished in this job so far" in p.stdout  # concrete and superconductor: 7 betas, 2 seeds
+    # concrete and superconductor: 7 betas, 2 seeds
+    assert "study:inputs: exit 0" in p.stdout and "28 runs finished in this job so far" in p.stdout
     assert len(list((tmp_path / "studies" / "input-gates").rglob("done"))) == 28 and not (tmp_path / "results").exists()
     packed = members(tmp_path / "out" / "records.tgz", "record.json")
     assert len(packed) == 28 and all("/studies/input-gates/" in m and "/EFXI/" in m for m in packed)
@@ -86,8 +91,8 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
         f"{run0}/record.json": "{}", f"{run0}/done": "x",
         f"{run1}/metrics.csv": "epoch,loss\n2,1.0\n4,0.5\n",  # an unfinished run's curve, checkpointed at epoch 4
         f"{run2}/metrics.csv": "epoch,loss\n2,1.0\n4,0.5\n",  # another one
-        "results/paper/analysis/report.md": "r", "results/paper/logs/pack.log": "l", "results/paper/d/analysis/report.md": "r",
-        "results/calibration/x/record.json": "{}", "kanx/__init__.py": "",
+        "results/paper/analysis/report.md": "r", "results/paper/logs/pack.log": "l",
+        "results/paper/d/analysis/report.md": "r", "results/calibration/x/record.json": "{}", "kanx/__init__.py": "",
     }
     for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -101,28 +106,34 @@ def test_the_stash_leaves_only_what_a_window_reads_and_puts_everything_back(tmp_
     env = os.environ | {"PYTHON": sys.executable}
 
     def stash(verb):
-        return subprocess.run(["bash", "scripts/offline_gpu/stash.sh", verb], cwd=repo, capture_output=True, text=True, env=env)
+        return subprocess.run(["bash", "scripts/offline_gpu/stash.sh", verb], cwd=repo, capture_output=True, text=True,
+                              env=env)
 
     out = stash("out")
     assert out.returncode == 0, out.stderr
     assert "set aside 7 files" in out.stdout and "MiB of 64" in out.stdout
-    left = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts and ".stash" not in p.parts}
-    assert left == {f"{run0}/record.json", f"{run0}/done", "kanx/__init__.py", "scripts/offline_gpu/stash.sh", "scripts/offline_gpu/curves.py",
-                    ".gitignore"}
+    left = {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts
+            and ".stash" not in p.parts}
+    assert left == {f"{run0}/record.json", f"{run0}/done", "kanx/__init__.py", "scripts/offline_gpu/stash.sh",
+                    "scripts/offline_gpu/curves.py", ".gitignore"}
     again = stash("out")
     assert again.returncode == 1 and "run 'bash scripts/offline_gpu/stash.sh back' first" in again.stderr
 
     # Meanwhile run 1 resumed here from its epoch-4 checkpoint, without its curve, and a report was written again.
     (repo / run1 / "metrics.csv").write_text("epoch,loss\n6,0.25\n8,0.125\n")
-    (repo / run2 / "metrics.csv.gz").write_bytes(gzip.compress(b"epoch,loss\n6,0.25\n8,0.125\n"))  # ... and run 2 finished
+    # ... and run 2 finished
+    (repo / run2 / "metrics.csv.gz").write_bytes(gzip.compress(b"epoch,loss\n6,0.25\n8,0.125\n"))
     (repo / "results/paper/analysis/report.md").write_text("new")
     back = stash("back")
-    assert back.returncode == 1 and "restored 4 files" in back.stdout and "spliced 2 training curves" in back.stdout, back.stdout + back.stderr
+    assert (back.returncode == 1 and "restored 4 files" in back.stdout
+            and "spliced 2 training curves" in back.stdout), back.stdout + back.stderr
     assert "1 set-aside files left in .stash/" in back.stderr and "results/paper/analysis/report.md" in back.stderr
     assert (repo / run1 / "metrics.csv").read_text() == "epoch,loss\n2,1.0\n4,0.5\n6,0.25\n8,0.125\n"
-    assert gzip.decompress((repo / run2 / "metrics.csv.gz").read_bytes()) == b"epoch,loss\n2,1.0\n4,0.5\n6,0.25\n8,0.125\n"
+    assert (gzip.decompress((repo / run2 / "metrics.csv.gz").read_bytes())
+            == b"epoch,loss\n2,1.0\n4,0.5\n6,0.25\n8,0.125\n")
     assert not (repo / run2 / "metrics.csv").exists()  # the finished run's form, the plain one gone
     assert (repo / ".stash/results/paper/analysis/report.md").read_text() == "r"  # kept, not deleted
     status = subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout.split("\n")
     assert sorted(s for s in status if s) == sorted(
-        [f" M {run1}/metrics.csv", f" D {run2}/metrics.csv", f"?? {run2}/metrics.csv.gz", " M results/paper/analysis/report.md"])
+        [f" M {run1}/metrics.csv", f" D {run2}/metrics.csv", f"?? {run2}/metrics.csv.gz",
+         " M results/paper/analysis/report.md"])

@@ -15,7 +15,8 @@ TINY = [*TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1", "seed=0,1
 def test_sweep_jobs_are_the_command_lines_jobs(tmp_path):
     jobs = sweep_jobs("concrete", "EFX", [f"results_root={tmp_path}"])
     assert len(jobs) == 70
-    assert {(float(c.beta), int(c.seed)) for c, _ in jobs} == {(b, s) for b in (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5) for s in range(10)}
+    assert {(float(c.beta), int(c.seed)) for c, _ in jobs} == {
+        (b, s) for b in (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5) for s in range(10)}
     cfg, run_dir = jobs[0]
     assert run_dir == tmp_path / "concrete" / "EFX" / "default" / f"beta={cfg.beta},seed={cfg.seed}"
     base = sweep_jobs("concrete", "baseline", [f"results_root={tmp_path}", "train.epochs=2", "seed=3,4"])
@@ -27,7 +28,8 @@ def test_sweep_jobs_are_the_command_lines_jobs(tmp_path):
 def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
     cli("+condition=E", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
     cli("+condition=X", "beta=0.0,0.1", f"results_root={tmp_path / 'cli'}", *TINY, "-m")
-    configs = [j for c in ("E", "X") for j in sweep_jobs("sin_xy2", c, [f"results_root={tmp_path / 'plan'}", "beta=0.0,0.1", *TINY])]
+    configs = [j for c in ("E", "X") for j in sweep_jobs("sin_xy2", c,
+                                                         [f"results_root={tmp_path / 'plan'}", "beta=0.0,0.1", *TINY])]
     assert len(make_packs(resume(pending(prepare_jobs(configs))), group="all")) == 1
     assert run_plan(configs, group="all", workers=2, plan_dir=tmp_path / "logs") == 0
     by_cli = {(r["condition"], r["beta"], r["seed"]): r for r in records(tmp_path / "cli")}
@@ -40,7 +42,8 @@ def test_a_plan_across_sweeps_trains_what_the_cli_trains(tmp_path):
     worker_plans = [json.loads(p.read_text()) for p in sorted((tmp_path / "logs").glob("plan-worker*.json"))]
     assert sum(len(pack) for plan in worker_plans for pack in plan) == 8
     # Typing it again trains nothing.
-    assert run_plan(sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path / 'plan'}", "beta=0.0,0.1", *TINY]), workers=2) == 0
+    assert run_plan(sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path / 'plan'}", "beta=0.0,0.1", *TINY]),
+                    workers=2) == 0
     assert len(pending(prepare_jobs(configs))) == 0
 
 
@@ -74,8 +77,8 @@ def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     import torch
 
     def configs(root):
-        args = [f"results_root={root}", "beta=0.1", "seed=0", *TOY, "train.epochs=400", "train.warmup=1", "train.fc_warmup=1", "train.checkpoint_every=0",
-                "train.log_every=10"]
+        args = [f"results_root={root}", "beta=0.1", "seed=0", *TOY, "train.epochs=400", "train.warmup=1",
+                "train.fc_warmup=1", "train.checkpoint_every=0", "train.log_every=10"]
         return sweep_jobs("sin_xy2", "EFX", args)
 
     jobs = pending(prepare_jobs(configs(tmp_path / "a")))
@@ -85,7 +88,8 @@ def test_sigterm_checkpoints_a_worker_and_the_rerun_resumes(tmp_path):
     curve = jobs[0].run_dir / "metrics.csv"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (curve.is_file() and len(curve.read_text().splitlines()) >= 2):
-        time.sleep(0.05)  # its first row (epoch 10): training is under way, with 390 epochs (over a second on any CPU) left
+        # its first row (epoch 10): training is under way, with 390 epochs (over a second on any CPU) left
+        time.sleep(0.05)
     worker.send_signal(signal.SIGTERM)
     _, err = worker.communicate(timeout=120)
     assert worker.returncode == 128 + signal.SIGTERM, err
@@ -107,7 +111,8 @@ def test_reproduce_takes_condition_names_in_either_spelling_and_refuses_others_i
 
     script = [sys.executable, "-m", "kanx.reproduce", "--dry-run", "--launcher", "basic", "--datasets", "nguyen_f1"]
     ok = subprocess.run([*script, "--conditions", "Baseline", "efx", "EFXI"], capture_output=True, text=True, cwd=ROOT)
-    assert ok.returncode == 0 and "+condition=baseline " in ok.stdout and "+condition=EFX " in ok.stdout, ok.stdout + ok.stderr
+    assert (ok.returncode == 0 and "+condition=baseline " in ok.stdout
+            and "+condition=EFX " in ok.stdout), (ok.stdout + ok.stderr)
     assert "+condition=EFXI " in ok.stdout  # a factor set beyond the paper's eight (issue #38)
     bad = subprocess.run([*script, "--conditions", "EFZ"], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "--conditions: condition 'EFZ' has unknown factor(s) 'Z'" in bad.stderr

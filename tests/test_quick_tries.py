@@ -20,7 +20,8 @@ DATASETS = sorted(p.stem for p in (conf_dir() / "dataset").glob("*.yaml"))
 def test_quick_preset_shortens_epochs_and_both_warmups_and_turns_compile_off_on_every_dataset(dataset):
     csv = ["dataset.path=table.csv", "dataset.target=y"] if dataset == "csv" else []
     full = run_config_from(composed(f"dataset={dataset}", "+condition=EFX", *csv)).train
-    quick = run_config_from(composed(f"dataset={dataset}", "+condition=EFX", "+debug=quick", *csv)).train  # known keys only
+    # known keys only
+    quick = run_config_from(composed(f"dataset={dataset}", "+condition=EFX", "+debug=quick", *csv)).train
     assert quick.epochs < full.epochs and quick.compile is False and full.compile is True
     assert 0 < quick.fc_warmup < quick.warmup < quick.epochs  # both warmups inside the run, in the paper's order
 
@@ -30,14 +31,17 @@ def test_the_command_line_wins_over_the_quick_preset():
 
 
 def pack(compile: bool, resume_epoch: int = 0) -> list:
-    run = SimpleNamespace(train=SimpleNamespace(epochs=3000, compile=compile), data=SimpleNamespace(name="sin_xy2"), condition=SimpleNamespace(name="EFX"))
+    run = SimpleNamespace(train=SimpleNamespace(epochs=3000, compile=compile), data=SimpleNamespace(name="sin_xy2"),
+                          condition=SimpleNamespace(name="EFX"))
     return [SimpleNamespace(run=run, resume_epoch=resume_epoch)] * 2
 
 
 def test_a_pack_announces_itself_and_says_when_its_first_epoch_compiles():
-    assert starting(pack(True), "[1/3]") == ("[1/3] training a pack of 2 (sin_xy2: EFX), 3000 epochs; the first epoch compiles the B-spline basis "
-                                             "(torch.compile: about a minute; train.compile=false or +debug=quick skips it)")
-    assert starting(pack(False, resume_epoch=500), "[2/3]") == "[2/3] training a pack of 2 (sin_xy2: EFX), epochs 500-3000"
+    assert starting(pack(True), "[1/3]") == ("[1/3] training a pack of 2 (sin_xy2: EFX), 3000 epochs; the first epoch "
+                                             "compiles the B-spline basis (torch.compile: about a minute; "
+                                             "train.compile=false or +debug=quick skips it)")
+    assert starting(pack(False, resume_epoch=500),
+                    "[2/3]") == "[2/3] training a pack of 2 (sin_xy2: EFX), epochs 500-3000"
 
 
 @pytest.mark.slow
@@ -46,15 +50,19 @@ def test_a_packed_sweep_keeps_its_console_log_beside_multirun_yaml_in_a_single_r
     (multirun,) = (tmp_path / "sweep").rglob("multirun.yaml")
     log = (multirun.parent / "train.log").read_text().splitlines()
     assert log and all(LOG_LINE.match(line) for line in log), log
-    assert [line for line in log if "training a pack of 2 (sin_xy2: E), 20 epochs" in line], log  # the quick preset's 20 epochs
+    # the quick preset's 20 epochs
+    assert [line for line in log if "training a pack of 2 (sin_xy2: E), 20 epochs" in line], log
     assert sum(line.startswith("[ok] sin_xy2 E") or " - [ok] sin_xy2 E" in line for line in log) == 2
-    assert [line for line in p.stdout.splitlines() if " - [ok] " in line] == [line for line in log if " - [ok] " in line]  # what the console showed
+    # what the console showed
+    assert ([line for line in p.stdout.splitlines() if " - [ok] " in line]
+            == [line for line in log if " - [ok] " in line])
 
     single = cli(f"results_root={tmp_path / 'single'}", "+debug=quick", *TOY)
     (run_log,) = (tmp_path / "single").rglob("train.log")
     lines = run_log.read_text().splitlines()
     assert lines and all(LOG_LINE.match(line) for line in lines), lines
-    assert [line for line in single.stdout.splitlines() if " - [ok] " in line] == [line for line in lines if " - [ok] " in line]
+    assert ([line for line in single.stdout.splitlines() if " - [ok] " in line]
+            == [line for line in lines if " - [ok] " in line])
 
 
 @pytest.mark.slow
@@ -85,6 +93,8 @@ def test_a_packed_sweep_writes_each_runs_hydra_folder_as_the_basic_launcher_does
         packed, basic = files[run], files[twin]
         assert {**packed["config.yaml"], "results_root": None} == {**basic["config.yaml"], "results_root": None}
         assert packed["config.yaml"]["results_root"] == str(tmp_path / "packed")
-        assert [o for o in basic["overrides.yaml"] if o != "launcher=basic"] == [o.replace("/packed", "/basic") for o in packed["overrides.yaml"]]
+        assert ([o for o in basic["overrides.yaml"] if o != "launcher=basic"]
+                == [o.replace("/packed", "/basic") for o in packed["overrides.yaml"]])
         assert packed["hydra.yaml"]["hydra"]["runtime"]["output_dir"] == str(run.absolute())
-        assert packed["hydra.yaml"]["hydra"]["job"]["override_dirname"] == basic["hydra.yaml"]["hydra"]["job"]["override_dirname"]
+        assert (packed["hydra.yaml"]["hydra"]["job"]["override_dirname"]
+                == basic["hydra.yaml"]["hydra"]["job"]["override_dirname"])

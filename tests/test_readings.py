@@ -23,8 +23,10 @@ def write_dynamical(root, condition: str, beta, seed: int, short: float, long: f
     """An Ikeda record trained at 10-step rollouts whose curve reads ``short`` at 10 steps and
     ``long`` at 200 (the paper's rung)."""
     curve = {str(h): (short if h <= 10 else long) for h in LADDER} | {"1600": long}
-    record = {"schema_version": 1, "dataset": "ikeda", "family": "ikeda", "condition": condition, "beta": beta, "seed": seed,
-              "status": "ok", "n_test": 1600, "git_commit": "abc", "config": {"dataset": {"horizon": 10, "n_rollouts": None}},
+    record = {"schema_version": 1, "dataset": "ikeda", "family": "ikeda", "condition": condition,
+              "beta": beta, "seed": seed,
+              "status": "ok", "n_test": 1600, "git_commit": "abc",
+              "config": {"dataset": {"horizon": 10, "n_rollouts": None}},
               "metrics": {"test_rmse": short, "test_rmse_one_step": short / 10, "rollout_rmse": curve,
                           "contributing_edges": edges, "depth": 4}}
     folder = root / "ikeda" / condition / f"beta={beta},seed={seed}"
@@ -92,11 +94,14 @@ def test_settling_refuses_a_seed_recorded_twice_and_a_row_without_ladders(tmp_pa
 
 def test_the_tables_read_the_paper_rung_by_default_and_the_trained_horizon_on_request(ikeda_root, tmp_path):
     assert main([str(ikeda_root), "--out", str(tmp_path / "paper"), "--formats", "png"]) == 0
-    assert main([str(ikeda_root), "--out", str(tmp_path / "mine"), "--formats", "png", "--rollout-horizon", "recorded"]) == 0
+    assert main([str(ikeda_root), "--out", str(tmp_path / "mine"), "--formats", "png",
+                 "--rollout-horizon", "recorded"]) == 0
     paper = pd.read_csv(tmp_path / "paper" / "tables" / "seed_medians.csv").set_index("condition")
     mine = pd.read_csv(tmp_path / "mine" / "tables" / "seed_medians.csv").set_index("condition")
-    assert paper.loc["Baseline", "rmse_median"] == pytest.approx(0.86) and paper.loc["E", "rmse_median"] == pytest.approx(0.87)
-    assert mine.loc["Baseline", "rmse_median"] == pytest.approx(0.10) and mine.loc["E", "rmse_median"] == pytest.approx(0.40)
+    assert (paper.loc["Baseline", "rmse_median"] == pytest.approx(0.86)
+            and paper.loc["E", "rmse_median"] == pytest.approx(0.87))
+    assert (mine.loc["Baseline", "rmse_median"] == pytest.approx(0.10)
+            and mine.loc["E", "rmse_median"] == pytest.approx(0.40))
 
     report = (tmp_path / "paper" / "report.md").read_text()
     assert "at the paper's reading (the default, `--rollout-horizon paper`): Ikeda at rollouts of 200 steps" in report
@@ -116,9 +121,9 @@ def test_the_tables_read_the_paper_rung_by_default_and_the_trained_horizon_on_re
 def test_a_run_without_dynamical_records_gets_no_second_reading(tmp_path):
     folder = tmp_path / "results" / "concrete" / "Baseline" / "s0"
     folder.mkdir(parents=True)
-    (folder / "record.json").write_text(json.dumps({"schema_version": 1, "dataset": "concrete", "family": "concrete",
-                                                    "condition": "Baseline", "beta": None, "seed": 0, "status": "ok",
-                                                    "metrics": {"test_rmse": 5.0, "contributing_edges": 351, "depth": 3}}))
+    (folder / "record.json").write_text(json.dumps({
+        "schema_version": 1, "dataset": "concrete", "family": "concrete", "condition": "Baseline", "beta": None,
+        "seed": 0, "status": "ok", "metrics": {"test_rmse": 5.0, "contributing_edges": 351, "depth": 3}}))
     seal(folder)
     assert main([str(tmp_path / "results"), "--out", str(tmp_path / "out"), "--formats", "png"]) == 0
     report = (tmp_path / "out" / "report.md").read_text()
@@ -128,7 +133,8 @@ def test_a_run_without_dynamical_records_gets_no_second_reading(tmp_path):
 def test_hidden_losses_are_worse_short_and_level_long():
     rows = pd.DataFrame({"panel": ["ikeda"] * 3, "condition": ["E", "EF", "X"], "beta": [0.01] * 3,
                          "mean_short": [-0.3, -0.3, -0.05], "mean_paper": [0.01, -0.2, 0.0]})
-    assert hidden_losses(rows)["condition"].tolist() == ["E"]  # EF's loss shows at the paper's reading too; X loses too little
+    # EF's loss shows at the paper's reading too; X loses too little
+    assert hidden_losses(rows)["condition"].tolist() == ["E"]
 
 
 def write_spreads(path, rows) -> None:
@@ -174,5 +180,5 @@ def test_the_records_note_names_each_datasets_reading_once():
     from kanx.analyze.report import _rollout_note
 
     line, _ = _rollout_note({"ikeda": 200, "ecosystem": "whole"}, ["ikeda", "ecosystem"])
-    assert ("Ikeda at rollouts of 200 steps tiling the test segment; Ecosystem at one rollout over the whole test segment, "
-            "from each record's rollout curve") in line
+    assert ("Ikeda at rollouts of 200 steps tiling the test segment; Ecosystem at one rollout over the whole test "
+            "segment, from each record's rollout curve") in line

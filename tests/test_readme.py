@@ -44,7 +44,8 @@ TINY = [*TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1"]
 SKIP = {
     "make test": "runs this test suite (it would run itself)",
     "make bench-paper": "a benchmark: times every sweep of the paper on this device; a timing has no tiny scale",
-    "make docs-reproduction": "rewrites the committed docs/REPRODUCTION.md from the paper-scale records of results/paper",
+    "make docs-reproduction": "rewrites the committed docs/REPRODUCTION.md "
+                              "from the paper-scale records of results/paper",
 }
 # Run only in the slow test: the smoke pipeline (minutes, also for one or two datasets).
 SLOW = {
@@ -128,7 +129,8 @@ def make_recipe(words: list[str], root: Path) -> list[list[str]]:
         raise AssertionError(f"no rule for make {target} {variables}")
     # Under `make test` this runs in a sub-make, which would print "make[1]: Entering directory".
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    dry = subprocess.run(["make", "--no-print-directory", "-n", "-o", "install", target, *variables, f"PY={sys.executable}"],
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "-o", "install", target,
+                          *variables, f"PY={sys.executable}"],
                          cwd=ROOT, capture_output=True, text=True, check=True, env=env)
     return [shlex.split(line) for line in dry.stdout.replace("\\\n", " ").splitlines() if line.strip()]
 
@@ -167,7 +169,8 @@ def check(command: str, root: Path) -> None:
     if "kanx.train" in words or words[:2] == ["make", "run"]:
         given = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("train."))
         condition = given.get("+condition", "EFX" if words[:2] == ["make", "run"] else "baseline")
-        assert records_of(root, given.get("dataset", "sin_xy2"), "Baseline" if condition == "baseline" else condition), command
+        assert records_of(root, given.get("dataset", "sin_xy2"),
+                          "Baseline" if condition == "baseline" else condition), command
     if "kanx.formula" in words:
         assert (Path(tiny(plan(command, root)[0], root)[3]) / "formula.json").is_file(), command
     if "kanx.analyze" in words or words[:2] == ["make", "reproduce-tables"]:
@@ -182,7 +185,8 @@ def run_commands(commands: list[str], root: Path) -> None:
         for words in plan(command, root):
             argv = tiny(words, root)
             p = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-            assert p.returncode == 0, f"README: {command}\nran: {shlex.join(argv)}\nexit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+            assert p.returncode == 0, (f"README: {command}\nran: {shlex.join(argv)}\nexit "
+                                       f"{p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
         check(command, root)
 
 

@@ -23,7 +23,8 @@ from helpers import composed as compose_config
 from hydra_plugins.kanx_launcher.slurm_launcher import JOB_MARKER, PackTask, TaskEnds, _reason, in_flight
 
 CLUSTER = Path(os.environ.get("KANX_SLURM_SCRIPT", ROOT.parent / "shared" / "slurm" / "local-cluster.sh"))
-SHORT = ["+condition=EFX", "dataset=sin_xy2", "train.warmup=1", "train.fc_warmup=1", "train.compile=false", "launcher=slurm", "hydra.launcher.poll_s=1"]
+SHORT = ["+condition=EFX", "dataset=sin_xy2", "train.warmup=1", "train.fc_warmup=1", "train.compile=false",
+         "launcher=slurm", "hydra.launcher.poll_s=1"]
 
 
 # ------------------------------------------------------------------ without a cluster
@@ -40,9 +41,11 @@ def test_launcher_slurm_takes_the_command_line_and_a_local_config(tmp_path):
     assert (launcher.partition, launcher.pack, launcher.wait, launcher.timeout_min) == ("debug", False, True, 60)
     # conf/local/slurm.yaml (git-ignored) is merged when present; the command line still wins
     (tmp_path / "local").mkdir()
-    (tmp_path / "local" / "slurm.yaml").write_text("hydra:\n  launcher:\n    partition: gpu\n    account: lab\n    setup: [module load cuda]\n")
+    (tmp_path / "local" / "slurm.yaml").write_text("hydra:\n  launcher:\n    partition: gpu\n    account: lab\n    "
+                                                   "setup: [module load cuda]\n")
     cfg = composed("launcher=slurm", f"hydra.searchpath=[file://{tmp_path}]", "hydra.launcher.account=other")
-    assert (cfg.hydra.launcher.partition, cfg.hydra.launcher.account, list(cfg.hydra.launcher.setup)) == ("gpu", "other", ["module load cuda"])
+    assert (cfg.hydra.launcher.partition, cfg.hydra.launcher.account,
+            list(cfg.hydra.launcher.setup)) == ("gpu", "other", ["module load cuda"])
 
 
 def test_a_signal_before_the_first_epoch_requeues_the_task_unchanged():
@@ -60,7 +63,9 @@ def test_overwrite_drops_old_records_on_the_first_attempt_only(tmp_path, monkeyp
     for name in ("record.json", "done", "checkpoint.pt"):
         (run / name).write_text("old")
     seen = []
-    monkeypatch.setattr(kanx.runner, "run_jobs", lambda runs, pack_size, group, checkpointer: seen.append((runs, pack_size, checkpointer)) or [None])
+    monkeypatch.setattr(kanx.runner, "run_jobs",
+                        lambda runs, pack_size, group, checkpointer: seen.append((runs, pack_size, checkpointer))
+                        or [None])
     monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
@@ -76,7 +81,8 @@ def test_overwrite_drops_old_records_on_the_first_attempt_only(tmp_path, monkeyp
 def test_a_failed_task_is_reported_by_its_exception_line():
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    trace = "Traceback (most recent call last):\n  File \"x.py\", line 1\nkanx.errors.DataError: concrete.csv not found in /data\n"
+    trace = ("Traceback (most recent call last):\n  File \"x.py\", line "
+             "1\nkanx.errors.DataError: concrete.csv not found in /data\n")
     failed = FailedJobError(f"Job (task=0) failed during processing with trace:\n{'-' * 22}\n{trace}\n{'-' * 22}\n"
                             "You can check full logs\n  - /a/err\n  - /a/out")
     assert _reason(failed) == "kanx.errors.DataError: concrete.csv not found in /data"
@@ -110,7 +116,8 @@ def test_a_task_being_requeued_has_not_ended(tmp_path):
 
     ends = TaskEnds(settle_s=30)
     assert not ends.ended(Task(), {"5_0", "5_1"}, now=0)
-    assert not ends.ended(Task(), {"5_1"}, now=1) and not ends.ended(Task(), None, now=20)  # out of the queue, not yet settled
+    # out of the queue, not yet settled
+    assert not ends.ended(Task(), {"5_1"}, now=1) and not ends.ended(Task(), None, now=20)
     assert not ends.ended(Task(), {"5_0"}, now=25)  # pending again: requeued
     assert not ends.ended(Task(), {"5_1"}, now=40) and ends.ended(Task(), {"5_1"}, now=70)  # out again, and for 30 s
     Task.paths.result_pickle.write_bytes(b"")
@@ -124,7 +131,8 @@ def cli(*args, timeout=300, env=None):
 
 @pytest.mark.parametrize(("arg", "message"), [
     ("hydra.launcher.timeout_min=0", "hydra.launcher.timeout_min=0 must be a whole number of minutes >= 1"),
-    ("hydra.launcher.signal_delay_s=600", "hydra.launcher.signal_delay_s=600 must be an integer between 0 and the time limit (300 s)"),
+    ("hydra.launcher.signal_delay_s=600",
+     "hydra.launcher.signal_delay_s=600 must be an integer between 0 and the time limit (300 s)"),
     ("train.epochs=0", "train.epochs=0 must be >= 1"),
 ])
 @pytest.mark.slow
@@ -156,7 +164,8 @@ def cluster():
     os.environ["SLURM_CONF"] = env_line.partition("SLURM_CONF=")[2]  # also for every CLI the tests start
     started = False
     if subprocess.run([*script, "status"], capture_output=True).returncode != 0:
-        installed = all(subprocess.run(["bash", "-c", f"command -v {t}"], capture_output=True).returncode == 0 for t in ("slurmctld", "slurmd", "sbatch"))
+        installed = all(subprocess.run(["bash", "-c", f"command -v {t}"], capture_output=True).returncode == 0
+                        for t in ("slurmctld", "slurmd", "sbatch"))
         if os.geteuid() != 0:
             _unavailable("starting the local SLURM cluster needs root (its daemons run as root)")
         if not installed and subprocess.run(["bash", "-c", "command -v apt-get"], capture_output=True).returncode != 0:
@@ -177,7 +186,8 @@ def sacct(array_id: str, duplicates: bool = False, until=None) -> list[tuple[str
     until = until or (lambda rows: rows and not any(s in ("PENDING", "RUNNING", "REQUEUED") for _, s in rows))
     rows: list = []
     for _ in range(20):
-        out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", array_id, *(["-D"] if duplicates else [])],
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", array_id,
+                              *(["-D"] if duplicates else [])],
                              capture_output=True, text=True).stdout
         rows = [tuple(line.split("|")[:2]) for line in out.splitlines() if line.strip()]
         if until(rows):
@@ -187,7 +197,8 @@ def sacct(array_id: str, duplicates: bool = False, until=None) -> list[tuple[str
 
 
 def queued(array_id: str) -> list[str]:
-    return subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", array_id], capture_output=True, text=True).stdout.split()
+    return subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", array_id], capture_output=True,
+                          text=True).stdout.split()
 
 
 def array_id_of(output: str) -> str:
@@ -198,8 +209,8 @@ def array_id_of(output: str) -> str:
 
 @pytest.mark.slurm
 def test_a_packed_sweep_is_one_array_task_per_pack(cluster, tmp_path):
-    args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={tmp_path}", "train.epochs=2", "beta=0.1,0.2", "seed=0,1,2",
-            "hydra.launcher.pack_size=2", "-m"]
+    args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={tmp_path}", "train.epochs=2",
+            "beta=0.1,0.2", "seed=0,1,2", "hydra.launcher.pack_size=2", "-m"]
     p = cli(*args)
     assert p.returncode == 0, p.stderr[-3000:]
     out = p.stdout + p.stderr
@@ -220,9 +231,10 @@ def test_a_packed_sweep_is_one_array_task_per_pack(cluster, tmp_path):
 def test_reproduce_submits_one_array_of_packs_cut_across_sweeps(cluster, tmp_path):
     """make reproduce-tables LAUNCHER=slurm: 4 sweeps (2 datasets x 2 conditions) in one
     array, one task per pack, packs mixing the sweeps (group=all)."""
-    script = [sys.executable, "-m", "kanx.reproduce", "--launcher", "slurm", "--scale", "smoke", "--datasets", "nguyen_f1", "nguyen_f2",
-              "--conditions", "E", "X", "--group", "all", "--pack-size", "20", "--results", str(tmp_path), f"hydra.launcher.partition={cluster}",
-              "hydra.launcher.poll_s=1"]
+    script = [sys.executable, "-m", "kanx.reproduce", "--launcher", "slurm", "--scale", "smoke", "--datasets",
+              "nguyen_f1", "nguyen_f2",
+              "--conditions", "E", "X", "--group", "all", "--pack-size", "20", "--results", str(tmp_path),
+              f"hydra.launcher.partition={cluster}", "hydra.launcher.poll_s=1"]
     env = os.environ | {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     p = subprocess.run(script, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -230,7 +242,8 @@ def test_reproduce_submits_one_array_of_packs_cut_across_sweeps(cluster, tmp_pat
     assert "32 to submit in 2 task(s) (group=all)" in out and "2 task(s) (packs of up to 20 runs), 32 run(s)" in out
     recs = records(tmp_path)
     assert len(recs) == 32 and {r["timing"]["pack_size"] for r in recs} == {20, 12}
-    assert {(r["dataset"], r["condition"]) for r in recs} == {(d, c) for d in ("nguyen_f1", "nguyen_f2") for c in ("E", "X")}
+    assert {(r["dataset"], r["condition"]) for r in recs} == {
+        (d, c) for d in ("nguyen_f1", "nguyen_f2") for c in ("E", "X")}
     assert sorted(sacct(array_id_of(out))) == [(f"{array_id_of(out)}_{i}", "COMPLETED") for i in range(2)]
     assert (tmp_path / "report.md").exists()
 
@@ -261,9 +274,11 @@ def test_unpacked_without_waiting_then_slurm_wait(cluster, tmp_path):
 
 @pytest.mark.slurm
 def test_sbatch_refusing_the_array_is_one_error_and_nothing_runs(cluster, tmp_path):
-    p = cli(*SHORT, "hydra.launcher.partition=no_such_partition", f"results_root={tmp_path}", "train.epochs=2", "seed=0", "-m")
+    p = cli(*SHORT, "hydra.launcher.partition=no_such_partition", f"results_root={tmp_path}",
+            "train.epochs=2", "seed=0", "-m")
     assert p.returncode == 2
-    assert "python -m kanx.train: error: sbatch refused the array of 1 task(s)" in p.stderr and "partition" in p.stderr.lower()
+    assert ("python -m kanx.train: error: sbatch refused the array of 1 task(s)" in p.stderr
+            and "partition" in p.stderr.lower())
     assert not list(tmp_path.rglob(JOB_MARKER)) and not list(tmp_path.rglob("record.json"))
 
 
@@ -271,10 +286,10 @@ def test_sbatch_refusing_the_array_is_one_error_and_nothing_runs(cluster, tmp_pa
 def test_a_cancelled_task_is_one_error_and_the_next_submission_resumes(cluster, tmp_path):
     # scancel sends SIGTERM, then SIGKILL after KillWait (5 s here): the task saves its pack on
     # SIGTERM and trains on meanwhile, so it must have more than 5 s of training left.
-    args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={tmp_path}", "dataset.n_train=256", "train.epochs=800",
-            "train.checkpoint_every=10", "seed=0,1", "-m"]
-    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={tmp_path}",
+            "dataset.n_train=256", "train.epochs=800", "train.checkpoint_every=10", "seed=0,1", "-m"]
+    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
     deadline = time.time() + 180
     while time.time() < deadline and not list(tmp_path.rglob("checkpoint.pt")) and proc.poll() is None:
         time.sleep(0.1)
@@ -282,7 +297,8 @@ def test_a_cancelled_task_is_one_error_and_the_next_submission_resumes(cluster, 
     subprocess.run(["scancel", task.split("_")[0]], check=True)  # SIGTERM, then SIGKILL: no requeue
     out, _ = proc.communicate(timeout=240)
     assert proc.returncode == 1, out[-3000:]
-    assert "python -m kanx.train: error: 2 of 2 runs have no record" in out and f"SLURM task {task} ended without a result (CANCELLED" in out
+    assert ("python -m kanx.train: error: 2 of 2 runs have no record" in out
+            and f"SLURM task {task} ended without a result (CANCELLED" in out)
     assert "SIGTERM: saved exact checkpoints of 2 run(s)" in _task_log(tmp_path, task)
     p = cli(*args)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -295,7 +311,8 @@ def _release_when_requeued(task: str, deadline: float) -> bool:
     """Slurm holds a requeued job for 2-3 minutes (BeginTime); start it now instead, so the
     test stays short. Returns False if the task never came back to the queue as pending."""
     while time.time() < deadline:
-        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T %r", "-j", task], capture_output=True, text=True).stdout.split()
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T %r", "-j", task], capture_output=True,
+                             text=True).stdout.split()
         if len(out) >= 2 and out[1] == "PENDING":
             subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], capture_output=True)
             return True
@@ -306,8 +323,10 @@ def _release_when_requeued(task: str, deadline: float) -> bool:
 def _reference(tmp_path: Path, args: list) -> subprocess.Popen:
     """The same runs trained without interruption, locally (packed launcher), meanwhile."""
     local = [a for a in args if not a.startswith(("launcher=", "hydra.launcher.", "results_root=", "-m"))]
-    return subprocess.Popen([sys.executable, "-m", "kanx.train", *local, "launcher=packed", f"results_root={tmp_path / 'reference'}", "-m"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    return subprocess.Popen([sys.executable, "-m", "kanx.train", *local, "launcher=packed",
+                             f"results_root={tmp_path / 'reference'}", "-m"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=os.environ | {"OMP_NUM_THREADS": "1"})
 
 
 def _same_numbers(root: Path, reference: Path) -> None:
@@ -327,7 +346,8 @@ def _task_log(root: Path, task: str) -> str:
 @pytest.mark.slurm
 def test_a_preempted_task_checkpoints_requeues_and_resumes_exactly(cluster, tmp_path):
     root = tmp_path / "slurm"
-    args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={root}", "dataset.n_train=256", "train.epochs=300",
+    args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={root}",
+            "dataset.n_train=256", "train.epochs=300",
             "train.checkpoint_every=10", "seed=0,1", "hydra.launcher.timeout_min=10", "-m"]
     log = (tmp_path / "cli.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -356,7 +376,8 @@ def test_a_preempted_task_checkpoints_requeues_and_resumes_exactly(cluster, tmp_
     resumed = re.search(r"resuming 2 run\(s\) from epoch (\d+)", text)
     assert resumed and 10 <= int(resumed.group(1)) < 300, text
     assert not list(root.rglob("checkpoint.pt"))
-    states = [s for _, s in sacct(task.split("_")[0], duplicates=True, until=lambda rows: rows and rows[-1][1] == "COMPLETED")]
+    states = [s for _, s in sacct(task.split("_")[0], duplicates=True, until=lambda rows: rows
+                                  and rows[-1][1] == "COMPLETED")]
     assert "REQUEUED" in states and states[-1] == "COMPLETED", states
     _same_numbers(root, tmp_path / "reference")
 
@@ -369,7 +390,8 @@ def test_a_task_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, tmp_
     # checkpoint, the test cancels the array (finishing is the preemption test's part).
     args = [*SHORT, f"hydra.launcher.partition={cluster}", f"results_root={tmp_path}", "train.epochs=10000", "seed=0,1",
             "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=5", "-m"]
-    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     task, text, resumed = None, "", None
     try:
         deadline = time.time() + 150
@@ -389,7 +411,9 @@ def test_a_task_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, tmp_
         proc.kill()
         proc.wait()
     assert resumed, text
-    assert "Job has timed out" in text and "saved exact checkpoints of 2 run(s)" in text and f"Requeued job {task}" in text, text
+    assert ("Job has timed out" in text and "saved exact checkpoints of 2 run(s)" in text
+            and f"Requeued job {task}" in text), text
     assert 0 < int(resumed.group(1)) < 10000
-    assert "REQUEUED" in [s for _, s in sacct(task.split("_")[0], duplicates=True, until=lambda rows: ("REQUEUED" in {s for _, s in rows}))]
+    assert "REQUEUED" in [s for _, s in sacct(task.split("_")[0], duplicates=True,
+                                              until=lambda rows: ("REQUEUED" in {s for _, s in rows}))]
     assert not list(tmp_path.rglob("record.json"))

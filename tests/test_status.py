@@ -17,13 +17,14 @@ from kanx.records import seal, write_record
 from kanx.status import collect, main
 
 
-def write_run(folder: Path, status: str | None = "ok", config: dict | None = None, epoch: int | None = None, lock: bool = False,
-              steps_per_s: float = 50.0, n_train: int = 100, **fields) -> Path:
+def write_run(folder: Path, status: str | None = "ok", config: dict | None = None, epoch: int | None = None,
+              lock: bool = False, steps_per_s: float = 50.0, n_train: int = 100, **fields) -> Path:
     """A run folder by hand: a finished record (status), a checkpoint at ``epoch``, a lock."""
     folder.mkdir(parents=True, exist_ok=True)
     if status is not None:
         record = {"schema_version": 1, "dataset": "concrete", "condition": "E", "status": status, "n_train": n_train,
-                  "metrics": {}, "timing": {"steps_per_s": steps_per_s, "pack_size": 4}, "config": config or {}, **fields}
+                  "metrics": {}, "timing": {"steps_per_s": steps_per_s, "pack_size": 4},
+                  "config": config or {}, **fields}
         (folder / "record.json").write_text(json.dumps(record))
         seal(folder)
     if epoch is not None:
@@ -35,7 +36,8 @@ def write_run(folder: Path, status: str | None = "ok", config: dict | None = Non
 
 def config(condition: str, edge_gates: bool, betas=(0.0, 0.1), epochs: int = 100) -> dict:
     return {"condition": {"name": condition, "edge_gates": edge_gates, "forward": False, "exits": False},
-            "dataset": {"name": "concrete", "betas": list(betas)}, "train": {"epochs": epochs, "batch_size": 10, "pack_size": 70}}
+            "dataset": {"name": "concrete", "betas": list(betas)},
+            "train": {"epochs": epochs, "batch_size": 10, "pack_size": 70}}
 
 
 def test_counts_against_the_manifest_and_eta_from_the_records(tmp_path, capsys):
@@ -54,16 +56,18 @@ def test_counts_against_the_manifest_and_eta_from_the_records(tmp_path, capsys):
     # Baseline: seeds only, at beta 0; launched before manifests, so it expects the runs on disk
     base = tmp_path / "concrete" / "Baseline" / "default"
     for seed in range(10):
-        write_run(base / f"beta=0.0,seed={seed}", "ok", config("Baseline", False), beta=0.0, seed=seed, condition="Baseline")
+        write_run(base / f"beta=0.0,seed={seed}", "ok", config("Baseline", False), beta=0.0,
+                  seed=seed, condition="Baseline")
 
     sweeps = {s.path: s for s in collect(tmp_path)}
     assert list(sweeps) == ["concrete/Baseline/default", "concrete/E/default"]  # registry order
-    assert sweeps["concrete/Baseline/default"].counts["ok"] == 10 and len(sweeps["concrete/Baseline/default"].runs) == 10
+    assert (sweeps["concrete/Baseline/default"].counts["ok"] == 10
+            and len(sweeps["concrete/Baseline/default"].runs) == 10)
     assert sweeps["concrete/Baseline/default"].expected_from == "runs on disk"
     e = sweeps["concrete/E/default"]
     assert e.expected_from == "manifest" and len(e.runs) == 20  # betas (0, 0.1) x seeds 0-9, as launched
-    assert e.counts == {"ok": 1, "collapsed": 1, "diverged": 1, "failed": 1, "running": 1, "corrupt": 0, "checkpointed": 1, "bad checkpoint": 0,
-                        "missing": 14}
+    assert e.counts == {"ok": 1, "collapsed": 1, "diverged": 1, "failed": 1, "running": 1, "corrupt": 0,
+                        "checkpointed": 1, "bad checkpoint": 0, "missing": 14}
     assert [r.epoch for r in e.runs if r.state in ("checkpointed", "running")] == [50, 70]
     # Left: failed + 14 missing from epoch 0 (one pack of 15), one from 50, one from 70; 10 batches an epoch,
     # at the median recorded rate of 50 pack steps/s.
@@ -83,7 +87,8 @@ def test_eta_packs_runs_by_their_start_epoch():
     from kanx.status import Run
 
     runs = [Run(0.0, s, "missing") for s in range(5)] + [Run(0.1, 0, "checkpointed", 40), Run(0.1, 1, "ok")]
-    assert eta_seconds(runs, (100, 3, 2), 10.0) == pytest.approx((3 * 100 * 3 + 60 * 3) / 10.0)  # 5 runs: 3 packs of <= 2
+    # 5 runs: 3 packs of <= 2
+    assert eta_seconds(runs, (100, 3, 2), 10.0) == pytest.approx((3 * 100 * 3 + 60 * 3) / 10.0)
     assert eta_seconds(runs, (100, 3, 2), None) is None
     assert eta_seconds([Run(0.0, 0, "ok")], None, None) == 0.0
 
@@ -103,8 +108,8 @@ def test_a_running_sweep_without_records_has_an_eta_from_its_own_stretch(tmp_pat
     stretch_checkpoint(tmp_path / "a", (200, 300), 20.0, lock=True)
     stretch_checkpoint(tmp_path / "b", (200, 300), 1.0, lock=False)
     assert read_checkpoint(tmp_path / "a") == (300, (100, 20.0), None)
-    runs = [Run(0.0, 0, "running", 300, tmp_path / "a", (100, 20.0)), Run(0.0, 1, "checkpointed", 300, tmp_path / "b", (100, 1.0)),
-            Run(0.0, 2, "missing")]
+    runs = [Run(0.0, 0, "running", 300, tmp_path / "a", (100, 20.0)),
+            Run(0.0, 1, "checkpointed", 300, tmp_path / "b", (100, 1.0)), Run(0.0, 2, "missing")]
     rate = running_rate(runs, (1000, 10, 70))  # 100 epochs x 10 batches in 20 s
     assert rate == pytest.approx(50.0)
     assert eta_seconds(runs, (1000, 10, 70), rate) == pytest.approx((700 * 10 + 1000 * 10) / 50.0)
@@ -119,12 +124,15 @@ def test_a_real_sweep_expected_from_its_manifest(tmp_path):
     one deleted, one turned into a checkpoint and one locked. The override
     dataset.standardize_targets=false is written by Hydra as ...=False in the jobs' folder,
     which holds the manifest, while multirun.yaml lands in the ...=false folder: no sweep there."""
-    args = ["+condition=E", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1,2", "train.epochs=2", "train.warmup=1",
-            "dataset.n_train=64", "dataset.n_test=32", "train.batch_size=32", "train.compile=false", "dataset.standardize_targets=false", "-m"]
-    done = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    args = ["+condition=E", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1,2",
+            "train.epochs=2", "train.warmup=1",
+            "dataset.n_train=64", "dataset.n_test=32", "train.batch_size=32", "train.compile=false",
+            "dataset.standardize_targets=false", "-m"]
+    done = subprocess.run([sys.executable, "-m", "kanx.train", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=os.environ | {"PYTHONUNBUFFERED": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    tag = "dataset.n_test=32,dataset.n_train=64,dataset.standardize_targets=False,train.batch_size=32,train.compile=False,train.epochs=2,train.warmup=1"
+    tag = ("dataset.n_test=32,dataset.n_train=64,dataset.standardize_targets=False,train.batch_size=32,"
+           "train.compile=False,train.epochs=2,train.warmup=1")
     sweep = tmp_path / "sin_xy2" / "E" / tag.replace(",train.compile=False", "")
     assert len(list(sweep.glob("*/done"))) == 6, sorted(p.name for p in (tmp_path / "sin_xy2" / "E").iterdir())
 
@@ -133,7 +141,8 @@ def test_a_real_sweep_expected_from_its_manifest(tmp_path):
     shutil.rmtree(sweep / "beta=0.1,seed=2")
     for name in ("record.json", "done", "model.pt"):
         (sweep / "beta=0.0,seed=2" / name).unlink()
-    torch.save({"config_hash": record["config_hash"], "epoch": 1, "state": {}}, sweep / "beta=0.0,seed=2" / "checkpoint.pt")
+    torch.save({"config_hash": record["config_hash"], "epoch": 1, "state": {}},
+               sweep / "beta=0.0,seed=2" / "checkpoint.pt")
     for name in ("record.json", "done", "model.pt"):
         (sweep / "beta=0.0,seed=1" / name).unlink()
     (sweep / "beta=0.0,seed=1" / "lock").write_text("")  # a run that holds its lock, before its first checkpoint
@@ -142,23 +151,25 @@ def test_a_real_sweep_expected_from_its_manifest(tmp_path):
     assert [s.path for s in sweeps] == [sweep.relative_to(tmp_path).as_posix()]  # not the yaml-only ...=false folder
     s = sweeps[0]
     assert (s.dataset, s.condition, s.expected_from) == ("sin_xy2", "E", "manifest")
-    assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "corrupt": 0, "checkpointed": 1, "bad checkpoint": 0,
-                        "missing": 1}
+    assert s.counts == {"ok": 2, "collapsed": 0, "diverged": 0, "failed": 1, "running": 1, "corrupt": 0,
+                        "checkpointed": 1, "bad checkpoint": 0, "missing": 1}
     assert s.eta_s is not None and s.eta_s > 0  # from the records' own step rate
 
 
 def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(tmp_path, monkeypatch):
     """A pack spanning two sweeps (E and Baseline), stopped at its epoch-6 checkpoint: its
     sweeps have no record and no multirun.yaml, only the manifest of what was launched, and the
-    pack's time left comes from the checkpoints' pack facts; while it runs (lock held) each sweep's ETA is the pack's time left, and the total
-    counts the pack once, not once per sweep."""
+    pack's time left comes from the checkpoints' pack facts; while it runs (lock held) each
+    sweep's ETA is the pack's time left, and the total counts the pack once, not once per
+    sweep."""
     from helpers import TOY, run_until_interrupted
 
     from kanx.eta import total_eta
     from kanx.plan import sweep_jobs
 
     args = [f"results_root={tmp_path}", "seed=0", "train.epochs=20", "train.warmup=4", "train.fc_warmup=2", *TOY]
-    configs = sweep_jobs("sin_xy2", "E", [*args, "beta=0.0,0.1"]) + sweep_jobs("sin_xy2", "baseline", [*args, "beta=0.0"])
+    configs = (sweep_jobs("sin_xy2", "E", [*args, "beta=0.0,0.1"])
+               + sweep_jobs("sin_xy2", "baseline", [*args, "beta=0.0"]))
     run_until_interrupted(configs, 8, monkeypatch, group="all")
     for _, run_dir in configs:
         assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "record.json").exists()
@@ -170,7 +181,8 @@ def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(
     for s in sweeps:
         assert s.counts["running"] == len(s.runs) and s.expected_from == "manifest"
         assert s.eta_s is not None and s.eta_s > 0
-        rate = (6 * batches) / next(r.stretch[1] for r in s.runs)  # the pack's own pace: 6 epochs in its stretch's seconds
+        # the pack's own pace: 6 epochs in its stretch's seconds
+        rate = (6 * batches) / next(r.stretch[1] for r in s.runs)
         assert s.eta_s == pytest.approx((20 - 6) * batches / rate, rel=1e-6)
     assert total_eta(sweeps) == pytest.approx(max(s.eta_s for s in sweeps), rel=1e-6)  # one pack, counted once
     assert total_eta(sweeps) < sum(s.eta_s for s in sweeps)

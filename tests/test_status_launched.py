@@ -38,7 +38,8 @@ def test_status_after_a_single_run_expects_one_and_finds_it_ok(tmp_path, capsys)
 def test_status_after_a_packed_sweep_over_conditions_expects_what_was_launched(tmp_path, capsys):
     """Swept over +condition, the sweep's multirun.yaml says nothing about either folder: the
     manifests do (before them: 10 seeds x the dataset's betas each)."""
-    cli("+condition=X,FX", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1", "hydra.launcher.group=all", *QUICK, "-m")
+    cli("+condition=X,FX", f"results_root={tmp_path}", "beta=0.0,0.1", "seed=0,1", "hydra.launcher.group=all", *QUICK,
+        "-m")
     sweeps = status_json(tmp_path, capsys)
     assert sorted(s["condition"] for s in sweeps) == ["FX", "X"]
     assert all((s["expected"], s["ok"] + s["collapsed"], s["missing"]) == (4, 4, 0) for s in sweeps), sweeps
@@ -48,13 +49,15 @@ def test_status_after_a_packed_sweep_over_conditions_expects_what_was_launched(t
 def test_the_smoke_pipeline_expects_what_it_launched_and_misses_nothing(tmp_path, capsys):
     """`make reproduce-tables SCALE=smoke DATASETS=nguyen_f1` (two of its conditions): 2 seeds,
     not the 10 a record's config sweeps, and no multirun.yaml."""
-    p = subprocess.run([sys.executable, "-m", "kanx.reproduce", "--scale", "smoke", "--datasets", "nguyen_f1", "--conditions", "E", "F",
-                        "--results", str(tmp_path), "--no-analysis"], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                       env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    p = subprocess.run([sys.executable, "-m", "kanx.reproduce", "--scale", "smoke", "--datasets", "nguyen_f1",
+                        "--conditions", "E", "F",
+                        "--results", str(tmp_path), "--no-analysis"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env=os.environ | {"PYTHONUNBUFFERED": "1"})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     launched = int(p.stdout.split("plan: ", 1)[1].split(" runs", 1)[0])
     sweeps = status_json(tmp_path, capsys)
-    assert {s["condition"]: s["expected"] for s in sweeps} == {"E": 8, "F": 2}  # E: 4 betas x 2 seeds; F: beta 0 x 2 seeds
+    # E: 4 betas x 2 seeds; F: beta 0 x 2 seeds
+    assert {s["condition"]: s["expected"] for s in sweeps} == {"E": 8, "F": 2}
     assert totals(sweeps)["expected"] == launched == 10 and totals(sweeps)["missing"] == 0
     assert {s["expected_from"] for s in sweeps} == {"manifest"}
 
@@ -78,12 +81,13 @@ def test_the_table_and_json_give_the_same_counts(tmp_path, capsys):
 def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
     """`kanx-status --json | head -1`: the reader's end is closed before status writes."""
     cli(f"results_root={tmp_path}", *QUICK)
-    p = subprocess.Popen([sys.executable, "-m", "kanx.status", str(tmp_path), "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, "-m", "kanx.status", str(tmp_path), "--json"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
-    shell = subprocess.run(f"{sys.executable} -m kanx.status {ROOT / 'results' / 'paper'} --json | head -1", shell=True, cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
+    shell = subprocess.run(f"{sys.executable} -m kanx.status {ROOT / 'results' / 'paper'} --json | head -1", shell=True,
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert shell.stdout == "[\n" and shell.stderr == "", shell.stderr
 
 
@@ -92,9 +96,11 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
 
 def job(folder: Path, beta: float, seed: int, config_hash: str = "h") -> SimpleNamespace:
     """What write_manifests reads of a kanx.jobs.Job."""
-    run = SimpleNamespace(beta=beta, seed=seed, data=SimpleNamespace(name="concrete"), condition=SimpleNamespace(name="E"),
+    run = SimpleNamespace(beta=beta, seed=seed, data=SimpleNamespace(name="concrete"),
+                          condition=SimpleNamespace(name="E"),
                           train=SimpleNamespace(epochs=100, batch_size=10, pack_size=70))
-    return SimpleNamespace(run=run, run_dir=folder / f"beta={beta},seed={seed}", config_hash=config_hash, container={"dataset": {"n_train": 95}})
+    return SimpleNamespace(run=run, run_dir=folder / f"beta={beta},seed={seed}", config_hash=config_hash,
+                           container={"dataset": {"n_train": 95}})
 
 
 def test_a_second_launch_adds_its_runs_and_the_same_launch_again_changes_nothing(tmp_path):
@@ -108,7 +114,8 @@ def test_a_second_launch_adds_its_runs_and_the_same_launch_again_changes_nothing
     assert sorted(manifest["runs"]) == ["beta=0.1,seed=0", "beta=0.1,seed=1", "beta=0.1,seed=2"]
     assert manifest["protocol"] == {"epochs": 100, "batches": 10, "pack_size": 70} and len(manifest["launches"]) == 2
     (s,) = collect(tmp_path)
-    assert (len(s.runs), s.counts["missing"], s.expected_from, s.dataset, s.condition) == (3, 3, "manifest", "concrete", "E")
+    assert (len(s.runs), s.counts["missing"], s.expected_from, s.dataset,
+            s.condition) == (3, 3, "manifest", "concrete", "E")
     assert s.eta_s is None  # no step rate yet, but the protocol is known
 
 
@@ -126,11 +133,13 @@ def test_a_results_root_without_manifests_expects_the_runs_on_disk_and_says_so_i
     paper = ROOT / "results" / "paper" / "nguyen_f1"  # committed without manifests
     sweeps = collect(paper)
     assert sweeps and {s.expected_from for s in sweeps} == {"runs on disk"}
-    assert all(len(s.runs) == s.counts["ok"] + s.counts["collapsed"] > 0 for s in sweeps)  # finished runs only: none missing
+    # finished runs only: none missing
+    assert all(len(s.runs) == s.counts["ok"] + s.counts["collapsed"] > 0 for s in sweeps)
     assert main([str(paper)]) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("runs on disk:")]
-    assert notes == [f"runs on disk: {len(sweeps)} of {len(sweeps)} sweeps have no manifest.json kanx can read (launched before kanx "
-                     "listed its launches, or damaged): nothing says what was launched there, so they expect only the run folders on disk"]
+    assert notes == [f"runs on disk: {len(sweeps)} of {len(sweeps)} sweeps have no manifest.json kanx can read "
+                     "(launched before kanx listed its launches, or damaged): nothing says what was launched there, "
+                     "so they expect only the run folders on disk"]
 
 
 @pytest.mark.slow
@@ -145,7 +154,8 @@ def test_a_basic_sweep_lists_every_job_before_the_first_starts(tmp_path, capsys)
     assert (sweep["expected"], sweep["ok"] + sweep["collapsed"], sweep["expected_from"]) == (4, 4, "manifest")
 
 
-@pytest.mark.parametrize(("argv0", "usage"), [("/venv/bin/kanx-status", "usage: kanx-status"), ("/src/kanx/status.py", "usage: python -m kanx.status")])
+@pytest.mark.parametrize(("argv0", "usage"), [("/venv/bin/kanx-status", "usage: kanx-status"),
+                                              ("/src/kanx/status.py", "usage: python -m kanx.status")])
 def test_the_status_usage_line_names_the_command_as_typed(monkeypatch, capsys, argv0, usage):
     monkeypatch.setattr(sys, "argv", [argv0, "--help"])
     with pytest.raises(SystemExit):

@@ -18,8 +18,10 @@ from kanx.records import seal
 def write_run(root, condition: str, beta, seed: int, rmse: float, edges: int, kept: list[str] | None = None) -> str:
     folder = root / "concrete" / condition / "default" / f"beta={beta},seed={seed}"
     folder.mkdir(parents=True)
-    metrics = {"test_rmse": rmse, "contributing_edges": edges, "depth": 2, **({"selected_inputs": kept} if kept is not None else {})}
-    (folder / "record.json").write_text(json.dumps({"schema_version": 1, "dataset": "concrete", "family": "concrete", "condition": condition,
+    metrics = {"test_rmse": rmse, "contributing_edges": edges, "depth": 2,
+               **({"selected_inputs": kept} if kept is not None else {})}
+    (folder / "record.json").write_text(json.dumps({"schema_version": 1, "dataset": "concrete",
+                                                    "family": "concrete", "condition": condition,
                                                     "beta": beta, "seed": seed, "status": "ok", "metrics": metrics}))
     seal(folder)
     return (folder / "record.json").as_posix()
@@ -32,7 +34,8 @@ def roots(tmp_path):
         write_run(paper, "Baseline", 0.0, seed, rmse=5.0, edges=50)
         write_run(paper, "EFX", 0.01, seed, rmse=4.0, edges=20)
         write_run(study, "EFXI", 0.01, seed, rmse=3.0, edges=10, kept=["cement", "age"][: 2 - seed])
-    write_run(paper, "EFXI", 0.1, 0, rmse=1.0, edges=1, kept=["age"])  # another factor set under the paper's root: not the study's
+    # another factor set under the paper's root: not the study's
+    write_run(paper, "EFXI", 0.1, 0, rmse=1.0, edges=1, kept=["age"])
     return paper, study
 
 

@@ -12,13 +12,15 @@ def write_run(sweep, condition: str, beta, seed: int, rmse: float = 5.0, edges: 
     folder = sweep / f"beta={beta},seed={seed}"
     folder.mkdir(parents=True)
     (folder / "record.json").write_text(json.dumps({
-        "schema_version": 1, "dataset": "concrete", "family": "concrete", "condition": condition, "beta": beta, "seed": seed,
+        "schema_version": 1, "dataset": "concrete", "family": "concrete", "condition": condition,
+        "beta": beta, "seed": seed,
         "status": "ok", "metrics": {"test_rmse": rmse, "contributing_edges": edges, "depth": 2}}))
     seal(folder)
 
 
 def write_manifest(sweep, condition: str, cells) -> None:
-    runs = {f"beta={b},seed={s}": {"beta": b, "seed": s, "dataset": "concrete", "condition": condition, "config_hash": "x"} for b, s in cells}
+    runs = {f"beta={b},seed={s}": {"beta": b, "seed": s, "dataset": "concrete", "condition": condition,
+                                   "config_hash": "x"} for b, s in cells}
     (sweep / "manifest.json").write_text(json.dumps({"format": 1, "runs": runs, "protocol": {}, "launches": []}))
 
 

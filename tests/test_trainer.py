@@ -13,9 +13,10 @@ from kanx.trainer import Trainer, beta_active, fc_active, grid_update_epochs, ta
 
 
 def make_runs(condition="EFX", seeds=(0, 1, 2), betas=(0.0, 0.05, 0.5), epochs=5, **train):
-    t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "compile": False, "warmup": 1, "fc_warmup": 2, "grid_update_count": 2,
-                       "grid_update_every": 1} | train)
-    return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)), Costs(), "threshold", t, b, s)
+    t = TrainConfig(**{"epochs": epochs, "batch_size": 32, "compile": False, "warmup": 1,
+                       "fc_warmup": 2, "grid_update_count": 2, "grid_update_every": 1} | train)
+    return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(condition), KANSpec((2, 3, 3, 1)),
+                      Costs(), "threshold", t, b, s)
             for s, b in zip(seeds, betas, strict=True)]
 
 
@@ -24,12 +25,14 @@ def test_schedules():
     assert not fc_active(99, 100) and fc_active(100, 100)
     assert tau_x(0, 100) == pytest.approx(5.0) and tau_x(99, 100) == pytest.approx(0.1)
     assert tau_x(50, 101) == pytest.approx(math.sqrt(5.0 * 0.1))
-    assert tau_x(499, 500) == pytest.approx(0.1) and tau_x(4999, 500) == pytest.approx(0.1)  # train.tau_x_epochs: then held
+    # train.tau_x_epochs: then held
+    assert tau_x(499, 500) == pytest.approx(0.1) and tau_x(4999, 500) == pytest.approx(0.1)
     t = TrainConfig(epochs=1000, batch_size=64, warmup=500, fc_warmup=100)
     assert grid_update_epochs(t, Condition.from_name("Baseline")) == set(range(0, 50, 5))
     assert grid_update_epochs(t, Condition.from_name("EFX")) == {s + i for s in (0, 100, 500) for i in range(0, 50, 5)}
     assert grid_update_epochs(TrainConfig(epochs=10, batch_size=1, grid_updates=False), Condition()) == set()
-    literal = TrainConfig(epochs=1000, batch_size=64, warmup=500, fc_warmup=100, warmup_for="egates")  # X, FX: beta from epoch 0
+    # X, FX: beta from epoch 0
+    literal = TrainConfig(epochs=1000, batch_size=64, warmup=500, fc_warmup=100, warmup_for="egates")
     assert grid_update_epochs(literal, Condition.from_name("FX")) == {s + i for s in (0, 100) for i in range(0, 50, 5)}
     assert grid_update_epochs(literal, Condition.from_name("EFX")) == grid_update_epochs(t, Condition.from_name("EFX"))
 

@@ -54,9 +54,10 @@ def test_a_written_record_has_exactly_the_fields_the_reader_knows(tmp_path):
 
     from helpers import TOY, train_run
 
-    for dataset, errors in (("sin_xy2", vocab.RECORD_ERRORS[:2]), ("ikeda", (*vocab.RECORD_ERRORS, vocab.RECORD_ROLLOUT))):
-        run_dir = train_run(tmp_path / dataset, f"dataset={dataset}", "+condition=EX", "beta=0.1", *TOY, "train.epochs=2",
-                            "train.warmup=1", f"results_root={tmp_path}")
+    for dataset, errors in (("sin_xy2", vocab.RECORD_ERRORS[:2]),
+                            ("ikeda", (*vocab.RECORD_ERRORS, vocab.RECORD_ROLLOUT))):
+        run_dir = train_run(tmp_path / dataset, f"dataset={dataset}", "+condition=EX",
+                            "beta=0.1", *TOY, "train.epochs=2", "train.warmup=1", f"results_root={tmp_path}")
         record = json.loads((run_dir / vocab.RECORD).read_text())
         assert sorted(record) == sorted(vocab.RECORD_FIELDS)
         assert sorted(record["metrics"]) == sorted((*errors, *vocab.RECORD_STRUCTURE))

@@ -12,7 +12,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "worst_te
 
 
 def test_worst_test_points_recompute_the_records_test_error(tmp_path, capsys):
-    configs = sweep_jobs("sin_xy2", "EX", [f"results_root={tmp_path}", "seed=0", "beta=0.1", "train.epochs=6", "train.warmup=2", *TOY])
+    configs = sweep_jobs("sin_xy2", "EX", [f"results_root={tmp_path}", "seed=0", "beta=0.1",
+                                           "train.epochs=6", "train.warmup=2", *TOY])
     assert run_plan(configs) == 0
     spec = importlib.util.spec_from_file_location("worst_test_points", SCRIPT)
     script = importlib.util.module_from_spec(spec)
