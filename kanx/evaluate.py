@@ -3,6 +3,7 @@
     python -m kanx.evaluate results/paper                  # every run folder under the root
     python -m kanx.evaluate results/paper/ikeda/X/default/beta=0.01,seed=1   # one run
     python -m kanx.evaluate results/paper --add-missing    # ... and write metrics a record lacks
+    python -m kanx.evaluate results/paper results/retrain --sample 100   # 100 runs, spread over the datasets
 
 A record's test metrics (train and test RMSE; for the dynamical systems the one-step RMSE, the
 multi-step RMSE and the rollout error curve, kanx.data.metrics) and its structure (contributing
@@ -33,6 +34,7 @@ pass, and only differs and corrupt fail); 2 on bad arguments or a PATH that hold
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from collections import Counter
 from contextlib import contextmanager
@@ -42,7 +44,7 @@ from pathlib import Path
 import torch
 
 from kanx import records, vocab
-from kanx.cli import ArgumentParser, pipe_safe, prog
+from kanx.cli import ArgumentParser, at_least, pipe_safe, prog
 from kanx.errors import StorageError, fail
 from kanx.record import Record
 from kanx.verdicts import CONSISTENT, DIFFERS, IDENTICAL, VERDICTS, WITHIN, Verdict, judge
@@ -224,6 +226,31 @@ def run_folders(path: Path) -> list[Path]:
     return sorted(found)
 
 
+def dataset_of(run_dir: Path) -> str:
+    """The dataset a run folder belongs to: <root>/<dataset>/<condition>/<tag>/<beta,seed>."""
+    return run_dir.parents[2].name if len(run_dir.parents) > 2 else str(run_dir)
+
+
+def sample(folders: list[Path], n: int, seed: int) -> list[Path]:
+    """``n`` of ``folders`` spread evenly over their datasets: each dataset's folders in an order
+    shuffled by ``seed``, taken in turn from the datasets in name order; in path order."""
+    rng = random.Random(seed)
+    groups: dict[str, list[Path]] = {}
+    for folder in folders:
+        groups.setdefault(dataset_of(folder), []).append(folder)
+    queues = []
+    for name in sorted(groups):
+        group = groups[name][:]
+        rng.shuffle(group)
+        queues.append(group)
+    drawn: list[Path] = []
+    while len(drawn) < n and any(queues):
+        for queue in queues:
+            if queue and len(drawn) < n:
+                drawn.append(queue.pop())
+    return sorted(drawn)
+
+
 def summary(checked: list[Checked]) -> str:
     outcomes = Counter(c.outcome for c in checked)
     verdicts = sum((c.counts() for c in checked if c.outcome == AGREES), Counter())
@@ -251,28 +278,45 @@ def devices_line(checked: list[Checked]) -> str | None:
 def _parser() -> ArgumentParser:
     doc = __doc__ or ""
     parser = ArgumentParser(prog=prog(MODULE), description=doc.split("\n\n", 1)[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                            epilog=doc.split("\n\n", 1)[1])
-    parser.add_argument("root", type=Path, help="a results root, or one run folder")
+                            formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc.split("\n\n", 1)[1])
+    parser.add_argument("roots", type=Path, nargs="+", metavar="root",
+                        help="a results root, or one run folder (several may be given)")
     parser.add_argument("--add-missing", action="store_true",
                         help="write metrics a record lacks into it (refreshing its checksum)")
     parser.add_argument("--allow-unverified", action="store_true",
                         help="exit 0 although some runs could not be checked (unsealed, no weights, cannot be scored)")
     parser.add_argument("--quiet", action="store_true", help="print only runs that do not agree, and the summary")
+    parser.add_argument("--sample", type=at_least(1), metavar="N",
+                        help="check N of the run folders, spread evenly over their datasets (drawn by --sample-seed)")
+    parser.add_argument("--sample-seed", type=int, default=0, metavar="S", help="the draw of --sample (default 0)")
     return parser
+
+
+def _folders_of(root: Path) -> list[Path]:
+    """Every run folder ``root`` holds; a one-line error, before any scoring, where it holds none."""
+    if not root.exists():
+        fail(f"{root} does not exist: give a results root (e.g. results/paper) or a run folder", module=MODULE)
+    if not root.is_dir():
+        fail(f"{root} is a file: give a results root (e.g. results/paper) or a run folder", module=MODULE)
+    folders = run_folders(root)
+    if not folders:
+        fail(f"{root} holds no run (no folder with {records.RECORD}, {records.DONE} or {records.MODEL} below it)",
+             module=MODULE)
+    return folders
 
 
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if not args.root.exists():
-        fail(f"{args.root} does not exist: give a results root (e.g. results/paper) or a run folder", module=MODULE)
-    if not args.root.is_dir():
-        fail(f"{args.root} is a file: give a results root (e.g. results/paper) or a run folder", module=MODULE)
-    folders = run_folders(args.root)
-    if not folders:
-        fail(f"{args.root} holds no run (no folder with {records.RECORD}, {records.DONE} or {records.MODEL} below it)",
-             module=MODULE)
+    folders: list[Path] = []
+    for root in args.roots:
+        folders += _folders_of(root)
+    folders = sorted(set(folders))
+    if args.sample is not None:
+        n_found = len(folders)
+        folders = sample(folders, args.sample, args.sample_seed)
+        print(f"checking {len(folders)} of {n_found} run folder(s), drawn with seed {args.sample_seed} "
+              f"from {len({dataset_of(f) for f in folders})} dataset(s)")
     checked, completed, not_completed = [], 0, 0
     for run_dir in folders:
         result = check(run_dir)

@@ -329,3 +329,28 @@ def test_the_ulp_ensemble_of_a_chaotic_map_spreads_past_its_horizon_and_not_befo
     short, whole = (statistics.pstdev(draws[k].tolist()) / statistics.fmean(draws[k].tolist())
                     for k in ("rollout_rmse[1]", "rollout_rmse[400]"))
     assert short < 1e-4 and whole > 1e-2
+
+
+# ---------------------------------------------------------------- several roots, a sample
+def test_a_sample_spreads_evenly_over_the_datasets_and_is_the_same_for_the_same_seed():
+    from kanx.evaluate import dataset_of, sample
+
+    folders = [Path(f"R/{d}/E/default/beta=0.1,seed={s}") for d, n in (("a", 10), ("b", 3), ("c", 6)) for s in range(n)]
+    drawn = sample(folders, 7, seed=0)
+    assert len(drawn) == 7 and drawn == sorted(drawn) and set(drawn) <= set(folders)
+    assert sorted(dataset_of(f) for f in drawn) == ["a", "a", "a", "b", "b", "c", "c"]
+    assert sample(folders, 7, seed=0) == drawn and sample(folders, 7, seed=1) != drawn
+    assert sample(folders, 100, seed=0) == sorted(folders)
+
+
+def test_several_roots_are_checked_together_and_a_bad_one_stops_before_scoring(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    toy_sweep(a, seeds=2), toy_sweep(b, seeds=2)
+    assert evaluate([str(a), str(b), "--sample", "3", "--sample-seed", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "checking 3 of 4 run folder(s), drawn with seed 5" in out and "3 run folder(s): 3 agree" in out
+    with pytest.raises(SystemExit) as stop:
+        evaluate([str(a), str(tmp_path / "nowhere")])
+    assert stop.value.code == 2
+    out, err = capsys.readouterr()
+    assert "nowhere does not exist" in err and "agree" not in out
