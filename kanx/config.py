@@ -70,17 +70,20 @@ class TrainConfig:
     tau_x_end: float = 0.1
     # Epochs over which tau_x anneals, then stays at tau_x_end (None: the whole training; the text gives no rate).
     tau_x_epochs: int | None = None
-    # COMPLEXITY_SCALES: MSE + beta (log n / n) L_C with n the batch size (docs/CALIBRATION.md) | mdl: n = n_train | plain: MSE + beta L_C
+    # COMPLEXITY_SCALES: MSE + beta (log n / n) L_C with n the batch size (docs/CALIBRATION.md) | mdl: n = n_train |
+    # plain: MSE + beta L_C
     complexity_scale: str = "mdl_batch"
     # WARMUP_FOR: beta = 0 in the warmup for all (every condition where beta acts) | egates (the
     # Methods' sentence literally: X, FX feel beta from epoch 0)
     warmup_for: str = "all"
-    # EXIT_PI: pi in L_C (Eq. reachability-mdl-compact): softmax of the exit logits | tempered: softmax(logits / tau_x), as the Gumbel sample
+    # EXIT_PI: pi in L_C (Eq. reachability-mdl-compact): softmax of the exit logits | tempered: softmax(logits / tau_x),
+    # as the Gumbel sample
     exit_pi: str = "softmax"
     checkpoint_every: int = 500  # epochs between checkpoints (0: none)
     pack_size: int = 70  # most members trained together in one batched model
     compile: bool = True  # fuse the B-spline basis with torch.compile (needs a C++ compiler; false: eager)
-    cuda_graph: bool = False  # replay training as CUDA graphs on a GPU (kanx/epoch_graph.py); elsewhere the same static-buffer step runs eagerly
+    # replay training as CUDA graphs on a GPU (kanx/epoch_graph.py); elsewhere the same static-buffer step runs eagerly
+    cuda_graph: bool = False
     log_every: int = 0  # metrics.csv (training curves) every this many epochs; 0: about 200 rows a run
 
 
@@ -114,8 +117,8 @@ class RunConfig:
         """Runs with equal keys can train as one pack: they share the training protocol and
         the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
         may differ in condition, beta, seed and dataset (kanx.trainer.Trainer)."""
-        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator, replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device,
-                self.logger)
+        return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator,
+                replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device, self.logger)
 
 
 def _field_defaults(cls, leave_out: tuple[str, ...] = ()) -> dict:
@@ -123,7 +126,8 @@ def _field_defaults(cls, leave_out: tuple[str, ...] = ()) -> dict:
     out = {}
     for f in fields(cls):
         if f.name not in leave_out:
-            out[f.name] = f.default if f.default is not MISSING else f.default_factory() if f.default_factory is not MISSING else "???"
+            out[f.name] = (f.default if f.default is not MISSING else f.default_factory()
+                           if f.default_factory is not MISSING else "???")
     return out
 
 
@@ -159,8 +163,10 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
     OmegaConf.register_new_resolver("kanx.folder", folder_name, replace=True)
     OmegaConf.register_new_resolver("kanx.run_folder", run_folder, replace=True)
-    OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)  # csv: the name from the file
-    OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)  # conf/hydra/help: the command as typed
+    # csv: the name from the file
+    OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)
+    # conf/hydra/help: the command as typed
+    OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)
     tag = {"hydra": {"job": {"config": {"override_dirname": {"exclude_keys": list(TAG_EXCLUDED)}}}}}
     store = ConfigStore.instance()
     store.store(name="kanx_defaults", node={**config_defaults(), **tag}, provider="kanx")
@@ -269,8 +275,10 @@ def _check_known(node: dict, known: frozenset, section: str = "") -> None:
         import difflib
 
         at = f"{section}." if section else ""
-        hints = [f"{at}{k}" + (f" (did you mean {at}{m[0]}?)" if (m := difflib.get_close_matches(k, sorted(known), n=1)) else "") for k in unknown]
-        raise ConfigError(f"unknown key(s) {', '.join(hints)}; {f'{section}.*' if section else 'the top level'} takes: {', '.join(sorted(known))}")
+        hints = [f"{at}{k}" + (f" (did you mean {at}{m[0]}?)" if (m := difflib.get_close_matches(k, sorted(known), n=1))
+                               else "") for k in unknown]
+        raise ConfigError(f"unknown key(s) {', '.join(hints)}; {f'{section}.*' if section else 'the top level'} takes: "
+                          f"{', '.join(sorted(known))}")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -304,7 +312,8 @@ def _refit_rtol(value) -> float | None:
     if value is None:
         return None
     rtol = _num(value, "model.grid_refit_rtol")
-    _require(0 < rtol < 1, f"model.grid_refit_rtol={value!r} must be null or a number between 0 and 1 (exclusive), e.g. 1.0e-4")
+    _require(0 < rtol < 1, f"model.grid_refit_rtol={value!r} must be null or a number between 0 and 1 (exclusive), "
+                           "e.g. 1.0e-4")
     return rtol
 
 
@@ -330,7 +339,8 @@ def to_container(cfg: DictConfig) -> dict:
             if key == "hydra":
                 continue
             node = cfg[key]
-            out[key] = OmegaConf.to_container(node, resolve=True, throw_on_missing=True) if isinstance(node, DictConfig | ListConfig) else node
+            out[key] = (OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+                        if isinstance(node, DictConfig | ListConfig) else node)
         return out
     except MissingMandatoryValue as e:
         key = e.full_key or "?"
@@ -414,7 +424,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _check_known(d, frozenset({*_DATASET_META, "loader", *SHARED_OPTIONS, *DATASETS[loader].defaults}), "dataset")
     flags = Condition(**{k: _bool(cond[k], f"condition.{k}") for k in FACTOR_FIELDS.values()})
     name = cond.get("name", flags.name)  # a config without a name: the flags' own
-    _require(condition_name_problem(name) is None, f"condition={name!r} is not a condition: {condition_name_problem(name)}")
+    _require(condition_name_problem(name) is None, f"condition={name!r} is not a condition: "
+                                                   f"{condition_name_problem(name)}")
     shown = ", ".join(f"{f}={getattr(flags, k)}" for f, k in FACTOR_FIELDS.items())
     _require(name == flags.name, f"condition name {name!r} does not match its flags ({shown}, i.e. {flags.name})")
 
@@ -430,7 +441,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _require(0 <= warmup <= epochs, f"train.warmup={warmup} must be between 0 and train.epochs={epochs}")
     _require(fc_warmup >= 0, f"train.fc_warmup={fc_warmup} must be >= 0")
     if flags.forward:  # the FC warmup only exists with forward connections
-        _require(fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs} (forward connections would never switch on)")
+        _require(fc_warmup <= epochs, f"train.fc_warmup={fc_warmup} must be between 0 and train.epochs={epochs} "
+                                      "(forward connections would never switch on)")
     batch_size = _int(_given(t, "batch_size", "train"), "train.batch_size")
     _require(batch_size >= 1, f"train.batch_size={batch_size} must be >= 1")
     lr = _num(t["lr"], "train.lr")
@@ -452,19 +464,24 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         cuda_graph=_bool(t["cuda_graph"], "train.cuda_graph"),
         log_every=_int(t["log_every"], "train.log_every"),
     )
-    _require(train.grid_update_count >= 0 and train.grid_update_every >= 1, "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
-    _require(train.tau_x_start > 0 and train.tau_x_end > 0, f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")
-    _require(train.tau_x_epochs is None or train.tau_x_epochs >= 1, f"train.tau_x_epochs={train.tau_x_epochs} must be >= 1, or null (anneal over all epochs)")
+    _require(train.grid_update_count >= 0 and train.grid_update_every >= 1,
+             "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
+    _require(train.tau_x_start > 0 and train.tau_x_end > 0,
+             f"train.tau_x_start={train.tau_x_start} and train.tau_x_end={train.tau_x_end} must be > 0")
+    _require(train.tau_x_epochs is None or train.tau_x_epochs >= 1,
+             f"train.tau_x_epochs={train.tau_x_epochs} must be >= 1, or null (anneal over all epochs)")
     _require(train.pack_size >= 1, f"train.pack_size={train.pack_size} must be >= 1")
     _require(train.log_every >= 0, f"train.log_every={train.log_every} must be >= 0 (0: about 200 rows a run)")
-    _require(train.checkpoint_every >= 0, f"train.checkpoint_every={train.checkpoint_every} must be >= 0 (0: no checkpoints)")
+    _require(train.checkpoint_every >= 0,
+             f"train.checkpoint_every={train.checkpoint_every} must be >= 0 (0: no checkpoints)")
 
     grid_size, order = _int(m["grid_size"], "model.grid_size"), _int(m["spline_order"], "model.spline_order")
     _require(grid_size >= 1, f"model.grid_size={grid_size} must be >= 1")
     _require(order >= 1, f"model.spline_order={order} must be >= 1")
     width = m.get("width")  # null (or absent): [n_in, 5, 5, n_out] from the data (check_width)
     if width is not None:
-        _require(isinstance(width, list) and len(width) >= 2 and all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in width),
+        _require(isinstance(width, list) and len(width) >= 2
+                 and all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in width),
                  f"model.width={width!r} must be a list of at least two positive integers, e.g. [2,5,5,1]")
     spec = KANSpec(
         width=tuple(width) if width is not None else (),
@@ -477,12 +494,16 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         grid_refit_rtol=_refit_rtol(m["grid_refit_rtol"]),
         grid_refit_points=_refit_points(m["grid_refit_points"], grid_size, order),
     )
-    costs = Costs(_num(m["edge_cost"], "model.edge_cost"), _num(m["node_cost"], "model.node_cost"), _num(m["exit_cost"], "model.exit_cost"),
-                  trunk=_num(m["trunk_cost"], "model.trunk_cost"), forward=_num(m["forward_cost"], "model.forward_cost"),
-                  head=_num(m["head_cost"], "model.head_cost"),
-                  layers=_cost_list(m["layer_costs"], "model.layer_costs", len(width) - 1 if width is not None else None, "stages (len(model.width) - 1)"),
-                  inputs=_cost_list(m["input_costs"], "model.input_costs", width[0] if width is not None else None, "inputs (model.width[0])"))
-    _require(min(costs.edge, costs.node, costs.exit, costs.trunk, costs.forward, costs.head, *(costs.layers or ()), *(costs.inputs or ())) >= 0,
+    costs = Costs(_num(m["edge_cost"], "model.edge_cost"), _num(m["node_cost"], "model.node_cost"),
+                  _num(m["exit_cost"], "model.exit_cost"),
+                  trunk=_num(m["trunk_cost"], "model.trunk_cost"),
+                  forward=_num(m["forward_cost"], "model.forward_cost"), head=_num(m["head_cost"], "model.head_cost"),
+                  layers=_cost_list(m["layer_costs"], "model.layer_costs", len(width) - 1 if width is not None
+                                    else None, "stages (len(model.width) - 1)"),
+                  inputs=_cost_list(m["input_costs"], "model.input_costs", width[0] if width is not None else None,
+                                    "inputs (model.width[0])"))
+    _require(min(costs.edge, costs.node, costs.exit, costs.trunk, costs.forward, costs.head, *(costs.layers or ()),
+                 *(costs.inputs or ())) >= 0,
              f"complexity costs must be >= 0, got {costs}")
 
     data_seed = d.get("data_seed")  # null (or absent): the run's seed
@@ -501,7 +522,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
 
 def _logger(node: dict) -> LoggerConfig:
     uri, experiment = node["tracking_uri"], node["experiment"]
-    _require(uri is None or isinstance(uri, str), f"logger.tracking_uri={uri!r} must be null (sqlite:///<results_root>/mlflow.db) or a URI")
+    _require(uri is None or isinstance(uri, str), f"logger.tracking_uri={uri!r} must be null "
+                                                  "(sqlite:///<results_root>/mlflow.db) or a URI")
     _require(isinstance(experiment, str) and experiment != "", f"logger.experiment={experiment!r} must be a name")
     return LoggerConfig(name=_choice(node["name"], "logger.name", LOGGERS), tracking_uri=uri, experiment=experiment)
 
@@ -510,7 +532,8 @@ def _cost_list(value, key: str, n: int | None, what: str) -> tuple[float, ...] |
     """A list of per-stage or per-input cost factors: null (all 1), or one number each."""
     if value is None:
         return None
-    _require(isinstance(value, list) and len(value) >= 1, f"{key}={value!r} must be null (all 1) or a list of numbers, one per {what}")
+    _require(isinstance(value, list) and len(value) >= 1, f"{key}={value!r} must be null (all 1) or a list of numbers, "
+                                                          f"one per {what}")
     _require(n is None or len(value) == n, f"{key}={value!r} has {len(value)} entries, but the model has {n} {what}")
     return tuple(_num(v, key) for v in value)
 
@@ -520,8 +543,9 @@ def check_against_data(run: RunConfig, n_train: int) -> None:
     is log(n)/n with n the batch actually drawn, min(batch_size, n_train), and n = 1 would
     remove the complexity term (log 1 = 0)."""
     if run.train.complexity_scale == "mdl_batch" and min(run.train.batch_size, n_train) < 2:
-        raise ConfigError(f"train.batch_size={run.train.batch_size} with {n_train} training rows makes batches of 1, and "
-                          "train.complexity_scale=mdl_batch then multiplies L_C by log(1)/1 = 0: use train.batch_size >= 2")
+        raise ConfigError(f"train.batch_size={run.train.batch_size} with {n_train} training rows makes batches of 1, "
+                          "and train.complexity_scale=mdl_batch then multiplies L_C by log(1)/1 = 0: use "
+                          "train.batch_size >= 2")
 
 
 def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:
@@ -530,9 +554,13 @@ def check_width(run: RunConfig, n_inputs: int, n_outputs: int) -> RunConfig:
     if not run.model.width:
         run = replace(run, model=replace(run.model, width=(n_inputs, 5, 5, n_outputs)))
     w = list(run.model.width)
-    _require(w[0] == n_inputs, f"model.width={w} starts with {w[0]}, but dataset {run.data.name!r} has {n_inputs} inputs")
-    _require(w[-1] == n_outputs, f"model.width={w} ends with {w[-1]}, but dataset {run.data.name!r} has {n_outputs} outputs")
+    _require(w[0] == n_inputs,
+             f"model.width={w} starts with {w[0]}, but dataset {run.data.name!r} has {n_inputs} inputs")
+    _require(w[-1] == n_outputs,
+             f"model.width={w} ends with {w[-1]}, but dataset {run.data.name!r} has {n_outputs} outputs")
     layers, inputs = run.costs.layers, run.costs.inputs
-    _require(layers is None or len(layers) == len(w) - 1, f"model.layer_costs={list(layers or ())} needs one factor per stage: {len(w) - 1} for model.width={w}")
-    _require(inputs is None or len(inputs) == n_inputs, f"model.input_costs={list(inputs or ())} needs one factor per input: {n_inputs} for dataset {run.data.name!r}")
+    _require(layers is None or len(layers) == len(w) - 1, f"model.layer_costs={list(layers or ())} needs one factor "
+                                                          f"per stage: {len(w) - 1} for model.width={w}")
+    _require(inputs is None or len(inputs) == n_inputs, f"model.input_costs={list(inputs or ())} needs one factor per "
+                                                        f"input: {n_inputs} for dataset {run.data.name!r}")
     return run

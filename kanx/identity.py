@@ -16,7 +16,8 @@ from kanx.vocab import FACTOR_REGISTRY
 
 # Keys that do not change a run's numbers: left out of its identity hash, and out of its
 # sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group) and its keys too.
-NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas",
+NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile",
+                    "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas",
                     "logger", *(f"logger.{f.name}" for f in fields(LoggerConfig)))
 # Override keys a run's path names outside the tag <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..:
 # the dataset and condition (group and name; a csv table's path through its stem), beta and seed,
@@ -34,8 +35,8 @@ TAG_EXCLUDED = (*NAMED_BY_PATH, *NOT_RUN_DEFINING)
 _KEYS_ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 256, "train.warmup_for": "all",
                      "train.exit_pi": "softmax", "train.tau_x_epochs": None,
                      # issue #38: the complexity weights at the paper's (all ones)
-                     "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0, "model.layer_costs": None,
-                     "model.input_costs": None}
+                     "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0,
+                     "model.layer_costs": None, "model.input_costs": None}
 
 
 class _AddedLater(Mapping):

@@ -68,7 +68,8 @@ def run_jobs(configs: Sequence[tuple[object, Path]], pack_size: int | None = Non
     plan.write_manifests()  # before any training: kanx.status counts what was launched
     packs = plan.packs
     for i, pack in enumerate(packs, 1):
-        log.info(starting(pack, f"[{i}/{len(packs)}]"))  # within seconds of launch, not after the first (compiled) epoch
+        # within seconds of launch, not after the first (compiled) epoch
+        log.info(starting(pack, f"[{i}/{len(packs)}]"))
         train_pack(pack, checkpointer)
     return [records.read_state(Path(run_dir)).record for _, run_dir in configs]  # one per config, duplicates included
 
@@ -115,12 +116,15 @@ def run_command(configs: Sequence[tuple[object, Path]], folder: Path, results_ro
         records.discard_if_empty(folder, results_root)
         fail(e)
     except StorageError as e:
-        fail(f"{e}; training stopped: the runs recorded so far keep their records, the same command trains the others", code=1)
-    failed = [Path(run_dir) / records.RECORD for (_, run_dir), rec in zip(configs, recs, strict=True) if rec and rec.get("status") == "failed"]
+        fail(f"{e}; training stopped: the runs recorded so far keep their records, the same command trains the others",
+             code=1)
+    failed = [Path(run_dir) / records.RECORD for (_, run_dir), rec in zip(configs, recs, strict=True)
+              if rec and rec.get("status") == "failed"]
     if len(configs) == 1 and failed:
         fail(f"the run failed; {failed[0]} holds the error", code=1)
     if failed:  # recorded (a re-run retries them), but a script must see it
-        fail(f"{len(failed)} of {len(configs)} run(s) failed; their record.json holds the error, e.g. {failed[0].parent}", code=1)
+        fail(f"{len(failed)} of {len(configs)} run(s) failed; their record.json holds the error, e.g. "
+             f"{failed[0].parent}", code=1)
     return recs
 
 
@@ -173,7 +177,8 @@ def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) ->
     except Exception:
         tb = traceback.format_exc()
         left = [job for job in jobs if job.run_dir not in finished]
-        log.error(f"pack of {len(jobs)} run(s) failed{f' after {len(finished)} were recorded' if finished else ''}:\n{tb}")
+        log.error(f"pack of {len(jobs)} run(s) "
+                  f"failed{f' after {len(finished)} were recorded' if finished else ''}:\n{tb}")
         for job in left:
             _base_record(job, "failed", time.perf_counter() - start, 0).failed(tb).write(job.run_dir)
     finally:
@@ -243,8 +248,10 @@ def stop_on_signals() -> Checkpointer:
 
 def _write_checkpoints(jobs: Sequence[Job], trainer: Trainer, state: dict) -> None:
     where, pack = _where(trainer.device), _pack_facts(jobs, trainer)
-    write_together([(Checkpoint(epoch=state["epoch"], state=trainer.member_slice(state, m), config_hash=job.config_hash, data_hash=job.data_hash,
-                                history=_segments(job, where, state["epoch"], state["train_seconds"] - trainer.resumed_train_seconds),
+    write_together([(Checkpoint(epoch=state["epoch"], state=trainer.member_slice(state, m), config_hash=job.config_hash,
+                                data_hash=job.data_hash,
+                                history=_segments(job, where, state["epoch"], state["train_seconds"]
+                                                  - trainer.resumed_train_seconds),
                                 pack=pack), job.run_dir) for m, job in enumerate(jobs)])
 
 
@@ -292,14 +299,16 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
     from kanx.data import fit_scaling
 
     datasets = [load_data(r) for r in runs]
-    scalings = [fit_scaling(ds, r.data.input_scaling, r.data.standardize_targets) for ds, r in zip(datasets, runs, strict=True)]
+    scalings = [fit_scaling(ds, r.data.input_scaling, r.data.standardize_targets)
+                for ds, r in zip(datasets, runs, strict=True)]
     x = torch.stack([s.x(ds.x_train) for s, ds in zip(scalings, datasets, strict=True)])
     y = torch.stack([s.y(ds.y_train) for s, ds in zip(scalings, datasets, strict=True)])
     return datasets, scalings, x, y
 
 
 def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path]) -> None:
-    """Train the pack, then write each run's model and record; ``finished`` gets each run's folder once its record is written."""
+    """Train the pack, then write each run's model and record; ``finished`` gets each run's folder
+    once its record is written."""
     runs = [j.run for j in jobs]
     device = resolve_device(runs[0].device)
     datasets, scalings, x, y = pack_data(runs)
@@ -310,7 +319,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
 
     cfg = runs[0].train
     curves = pack_curves(jobs, trainer)  # metrics.csv, appended on the log cadence, and the `logger=` tracker
-    name = f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} {'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}"
+    name = (f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} "
+            f"{'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}")
     bar = tqdm(total=cfg.epochs, initial=trainer.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
     resumed_at = (trainer.epoch, time.perf_counter())
@@ -327,7 +337,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
             refreshed[0] = time.monotonic()
         if progress.epoch % every == 0 or trainer.epoch == cfg.epochs:
             open_gates = (trainer.model.inference_gates(trainer.estimator) > 0).sum(-1).float().mean().item()
-            bar.set_postfix(loss=f"{progress.loss[progress.alive].mean().item() if progress.alive.any() else float('nan'):.4g}", open_gates=f"{open_gates:.0f}")
+            loss = progress.loss[progress.alive].mean().item() if progress.alive.any() else float("nan")
+            bar.set_postfix(loss=f"{loss:.4g}", open_gates=f"{open_gates:.0f}")
         if cfg.checkpoint_every and trainer.epoch % cfg.checkpoint_every == 0 and trainer.epoch < cfg.epochs:
             checkpointer.save()
             log.info(_progress_line(trainer, progress, name, cfg.epochs, resumed_at))
@@ -356,7 +367,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         segments = _segments(job, where, trainer.epoch, seconds) if job.history else None
         base = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
         rec = base.trained(scores, reason, datasets[m].target_unit, where["device"], segments)
-        (job.run_dir / records.DONE).unlink(missing_ok=True)  # the old marker's checksums no longer hold once model.pt is replaced
+        # the old marker's checksums no longer hold once model.pt is replaced
+        (job.run_dir / records.DONE).unlink(missing_ok=True)
         _save_torch(job.run_dir / records.MODEL, saved)
         records.compress_curve(job.run_dir)  # a finished run's curve is kept gzipped; the marker vouches for the .gz
         rec.write(job.run_dir)
@@ -364,8 +376,9 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
             (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
-        log.info(f"[{status}] {job.label}: test_rmse={metrics['test_rmse']:.4g}{unit} edges={structure['contributing_edges']} "
-                 f"depth={structure['depth']} exit={structure['exit']} -> {job.run_dir / records.RECORD}")
+        log.info(f"[{status}] {job.label}: test_rmse={metrics['test_rmse']:.4g}{unit} "
+                 f"edges={structure['contributing_edges']} depth={structure['depth']} exit={structure['exit']} -> "
+                 f"{job.run_dir / records.RECORD}")
 
 
 def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | None]:
@@ -383,7 +396,8 @@ def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int 
     run, ds = job.run, load_data(job.run)
     timing = {"wall_s": wall, "train_s": train_seconds, "steps": steps,
               "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size}
-    return Record.new(dataset=run.data.name, family=ds.family, condition=run.condition.name, beta=run.beta, seed=run.seed,
+    return Record.new(dataset=run.data.name, family=ds.family, condition=run.condition.name,
+                      beta=run.beta, seed=run.seed,
                       data_seed=run.data.data_seed, status=status, n_train=ds.n_train, n_test=ds.n_test, timing=timing,
                       versions=records.versions(), git_commit=records.git_commit(), config_hash=job.config_hash,
                       data_hash=job.data_hash, config=job.container)
