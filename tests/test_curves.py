@@ -92,12 +92,25 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     assert sorted(links) == sorted(f"figures/curves/sin_xy2/{e}" for e in expected)
 
     figures = curve_figures(load_runs(tmp_path), tmp_path, per_run=True)
-    titles = {(c.condition, c.seed): [ax.get_title() for ax in c.figure.axes if ax.get_visible()] for c in figures}
+    titles = {(c.condition, c.seed): [ax.get_title() for ax in c.draw().axes if ax.get_visible()] for c in figures}
     assert titles[("EFX", None)] == titles[("EFX", 0)] == [
         "training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
     assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
     assert beta_onset(drawable_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
     assert beta_onset(drawable_history(configs[-1][1])) is None  # Baseline: beta stays 0
+
+    # A second analysis draws only what changed: a deleted PNG, and the cell of a curve changed
+    # since its done marker (left out as damaged, so the cell shows seed 1 alone).
+    (curves / "Baseline" / "beta=0,seed=1.png").unlink()
+    curve = configs[0][1] / "metrics.csv.gz"
+    changed = pd.read_csv(curve)
+    changed.loc[changed.index[-1], "loss"] *= 2
+    changed.to_csv(curve, index=False)
+    mtimes = {p: p.stat().st_mtime_ns for p in curves.rglob("*.png")}
+    assert main([str(tmp_path), "--curves", "all", "--formats", "png"]) == 0
+    redrawn = {p.relative_to(curves).as_posix() for p in curves.rglob("*.png") if p.stat().st_mtime_ns != mtimes.get(p)}
+    assert redrawn == {"Baseline/beta=0,seed=1.png", "EFX/beta=0.1.png"}, redrawn
+    assert "Damaged training curves, not drawn (1;" in (tmp_path / "report.md").read_text()
 
 
 def test_a_curve_resumed_elsewhere_splices_onto_the_earlier_rows(tmp_path, monkeypatch):

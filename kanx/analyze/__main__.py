@@ -17,16 +17,17 @@ This is the only place that writes files.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 
-from kanx.atomic import cannot_write
+from kanx.atomic import atomic_write_bytes, cannot_write
 from kanx.cli import ArgumentParser, prog
 from kanx.errors import ConfigError, StorageError, report
 
 from .collect import load_runs
-from .curve_figures import curve_figures
+from .curve_figures import CURVES_DIR, DRAWN_INDEX, curve_figures
 from .labels import group_label
 from .published import HV_TOLERANCE, PAPER_HV, read_published, read_published_hv
 from .readings import paper_readings
@@ -160,16 +161,32 @@ end); per run (`--curves all`) every exit's pi is drawn. The dotted line marks t
 warmup (the last logged epoch before beta is in force)."""
 
 
-def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> tuple[int, list[tuple[str, str]]]:
+def read_drawn(index: Path) -> dict[str, str]:
+    """The curve figures drawn before (stem -> signature); empty where the index is missing or unreadable."""
+    try:
+        drawn = json.loads(index.read_text())
+    except (OSError, ValueError):
+        return {}
+    return drawn if isinstance(drawn, dict) else {}
+
+
+def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> tuple[int, int, list[tuple[str, str]]]:
     """Draw the training curves (kanx.analyze.curve_figures) as PNGs below ``out`` and list them in
-    the report; saved one at a time, since the whole paper has thousands. Returns the count and
-    the damaged curves left out, (run folder, why), which the report lists too."""
+    the report; saved one at a time, since the whole paper has thousands. A figure whose PNG is
+    there and whose signature (title, curves, drawing code) is the one DRAWN_INDEX holds for it is
+    not drawn again: a second analysis of the same records draws nothing. Returns the count, how
+    many were drawn, and the damaged curves left out, (run folder, why), which the report lists too."""
     skipped: list[tuple[str, str]] = []
     lines, count, dataset_shown = ["", "## Training curves", "", CURVES_TEXT, ""], 0, None
+    index = out / CURVES_DIR / DRAWN_INDEX
+    before, now, redrawn = read_drawn(index), {}, 0
     for c in curve_figures(runs, root, per_run, skipped):
         path = out / f"{c.stem}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        c.figure.savefig(path, dpi=100)
+        if before.get(c.stem) != c.signature or not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            c.draw().savefig(path, dpi=100)
+            redrawn += 1
+        now[c.stem] = c.signature
         count += 1
         link = path.relative_to(out).as_posix()
         if c.seed is None:
@@ -189,7 +206,9 @@ def append_curves(report: Path, runs, root: Path, out: Path, per_run: bool) -> t
         lines += [f"- `{folder}`: {why}" for folder, why in skipped]
     with report.open("a") as fh:
         fh.write("\n".join(lines) + "\n")
-    return count, skipped
+    if now:
+        atomic_write_bytes(index, json.dumps({**before, **now}, indent=0, sort_keys=True).encode())
+    return count, redrawn, skipped
 
 
 def print_config_mixes(mixes: list[dict], at_most: int = 10) -> None:
@@ -312,8 +331,10 @@ def write_report(args: argparse.Namespace, runs, formats, horizons, published, p
     report_path = write_artifacts(art, args.out or args.root, formats)
     bad: list = []
     if args.curves:
-        drawn, bad = append_curves(report_path, runs, args.root, args.out or args.root, per_run=args.curves == "all")
-        print(f"{drawn} training-curve figures in {(args.out or args.root) / 'figures' / 'curves'}")
+        shown, drawn, bad = append_curves(report_path, runs, args.root, args.out or args.root,
+                                          per_run=args.curves == "all")
+        print(f"{shown} training-curve figures in {(args.out or args.root) / CURVES_DIR}"
+              + (f" ({shown - drawn} unchanged since they were drawn)" if drawn < shown else ""))
         if bad:
             print(f"warning: {len(bad)} damaged training curve{'s' * (len(bad) > 1)} not drawn (report.md lists them; "
                   "the runs' records still count):")

@@ -316,14 +316,42 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None,
                        key=lambda m: (dataset_rank(m["dataset"]), condition_rank(m["condition"]), m["beta"]))
         runs = sort_runs(runs)
     runs = runs.astype({"usable": bool, "superseded": bool, "beta": float, **{c: "Int64" for c in INTEGER_COLUMNS}})
-    runs.attrs["skipped"] = sorted(skipped)
-    runs.attrs["config_mixes"] = mixes
-    runs.attrs["rollout_horizon"] = rollout_horizon
-    runs.attrs["selected_inputs"] = selected
-    # a tuple, not a frame: pandas compares attrs when it combines frames
-    runs.attrs["launched"] = tuple(sorted({c for c in launched
-                                           if c is not None and (datasets is None or c[0] in datasets)}))
+    launched_cells = tuple(sorted({c for c in launched if c is not None and (datasets is None or c[0] in datasets)}))
+    # a tuple, not a frame, for launched: pandas compares attrs when it combines frames
+    runs.attrs.update({key: shared(value) for key, value in (
+        ("skipped", sorted(skipped)), ("config_mixes", mixes), ("rollout_horizon", rollout_horizon),
+        ("selected_inputs", selected), ("launched", launched_cells))})
     return runs
+
+
+class _Shared:
+    """pandas deep-copies a frame's attrs on every operation that makes a new frame
+    (``__finalize__``): with the thousands of skipped records and launched cells of a paper
+    root, that copying took about half of an analysis. These values are never changed in place,
+    so a frame and its slices may share them."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class SharedList(_Shared, list):
+    pass
+
+
+class SharedTuple(_Shared, tuple):
+    pass
+
+
+class SharedDict(_Shared, dict):
+    pass
+
+
+def shared(value):
+    """``value`` as a list, tuple or dict that a frame's copies share (see _Shared); others as they are."""
+    for kind, wrapper in ((list, SharedList), (tuple, SharedTuple), (dict, SharedDict)):
+        if isinstance(value, kind) and not isinstance(value, _Shared):
+            return wrapper(value)
+    return value
 
 
 def _dataset_of(path: Path) -> str | None:

@@ -8,8 +8,10 @@ force (the end of the warmup). Only CSV is read here (no torch), like the rest o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -34,18 +36,40 @@ PANELS: tuple[tuple[str, str, bool], ...] = (
     ("tau_x", "exit temperature $\\tau_x$", True),
 )
 CURVES_DIR = "figures/curves"
+# In CURVES_DIR: stem -> signature of each figure drawn there, so that an unchanged one is not drawn again.
+DRAWN_INDEX = "drawn.json"
 
 
 @dataclass(frozen=True)
 class CurveFigure:
-    """A figure to save at ``stem``.png: a cell's seeds overlaid (seed None) or one run."""
+    """A figure to save at ``stem``.png: a cell's seeds overlaid (seed None) or one run. ``draw``
+    builds it (drawing is what costs); ``signature`` fingerprints what it shows (its title, its
+    curves, the code and matplotlib that draw it), so an unchanged figure need not be drawn again."""
 
     stem: str
     dataset: str
     condition: str
     beta: float
     seed: int | None
-    figure: Figure
+    draw: Callable[[], Figure]
+    signature: str
+
+
+@cache
+def _drawing_code() -> bytes:
+    import matplotlib
+
+    return Path(__file__).read_bytes() + matplotlib.__version__.encode()
+
+
+def signature(title: str, histories: Mapping[int, pd.DataFrame]) -> str:
+    """A figure's fingerprint: its title, each curve's seed, columns and values, the drawing code."""
+    digest = hashlib.sha256(_drawing_code())
+    digest.update(title.encode())
+    for seed, h in sorted(histories.items()):
+        digest.update(f"|{seed}|{','.join(map(str, h.columns))}|".encode())
+        digest.update(pd.util.hash_pandas_object(h, index=True).to_numpy().tobytes())
+    return digest.hexdigest()
 
 
 def drawable_history(run_dir: Path) -> pd.DataFrame | None:
@@ -195,8 +219,11 @@ def curve_figures(runs: pd.DataFrame, root: Path, per_run: bool = False,
         if not histories:
             continue
         name = f"{group_label(dataset)}, {condition}, β = {format_beta(beta)}"
+        title = f"{name}: seeds {', '.join(map(str, sorted(histories)))}"
         yield CurveFigure(_stem(dataset, condition, beta), dataset, condition, beta, None,
-                          cell_figure(histories, f"{name}: seeds {', '.join(map(str, sorted(histories)))}"))
+                          partial(cell_figure, histories, title),
+                          signature(title, histories))
         for seed, h in sorted(histories.items()) if per_run else ():
+            title = f"{name}, seed {seed}"
             yield CurveFigure(_stem(dataset, condition, beta, seed), dataset, condition, beta, seed,
-                              run_figure(h, f"{name}, seed {seed}"))
+                              partial(run_figure, h, title), signature(title, {seed: h}))

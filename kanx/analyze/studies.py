@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import seed_medians
-from .collect import active_runs, load_runs
+from .collect import active_runs, load_runs, shared
 from .hypervolume import condition_hypervolumes
 from .labels import CONDITIONS, condition_rank, dataset_rank
 from .readings import paper_readings
@@ -69,8 +69,9 @@ def runs_beside_paper(study_root: str | Path, paper_root: str | Path, datasets: 
     launched = ({c for c in paper.attrs.get("launched", ()) if c[1] in CONDITIONS and c[:2] not in retrained}
                 | set(study.attrs.get("launched", ())))
     runs = pd.concat(parts, ignore_index=True) if any(len(p) for p in parts) else parts[0]
-    runs.attrs.update(selected_inputs=selected, launched=tuple(sorted(launched)), skipped=sorted(skipped),
-                      rollout_horizon=horizons)
+    runs.attrs.update({key: shared(value) for key, value in (
+        ("selected_inputs", selected), ("launched", tuple(sorted(launched))), ("skipped", sorted(skipped)),
+        ("rollout_horizon", horizons))})
     return runs
 
 
