@@ -35,6 +35,7 @@ PARSED = {
     "kanx/plan.py:main": "a worker's plan file",
     "kanx/identity.py:run_defining": "a config, round-tripped through JSON",
     "kanx/analyze/aggregate.py:architecture_edges": "a width written as JSON",
+    "kanx/analyze/__main__.py:read_drawn": "the curve figures' signatures (figures/curves/drawn.json)",
     "scripts/studies/verdict_spread.py:main": "its cache, and a child process's output",
     "scripts/studies/reading_spread.py:under_capability": "a child process's output",
     "scripts/studies/reading_spread.py:main": "its raw measurements (--raw)",
