@@ -287,7 +287,8 @@ def _parser() -> ArgumentParser:
                         help="exit 0 although some runs could not be checked (unsealed, no weights, cannot be scored)")
     parser.add_argument("--quiet", action="store_true", help="print only runs that do not agree, and the summary")
     parser.add_argument("--sample", type=at_least(1), metavar="N",
-                        help="check N of the run folders, spread evenly over their datasets (drawn by --sample-seed)")
+                        help="check N of the run folders with weights, spread evenly over their datasets "
+                             "(drawn by --sample-seed)")
     parser.add_argument("--sample-seed", type=int, default=0, metavar="S", help="the draw of --sample (default 0)")
     return parser
 
@@ -313,10 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         folders += _folders_of(root)
     folders = sorted(set(folders))
     if args.sample is not None:
-        n_found = len(folders)
-        folders = sample(folders, args.sample, args.sample_seed)
-        print(f"checking {len(folders)} of {n_found} run folder(s), drawn with seed {args.sample_seed} "
-              f"from {len({dataset_of(f) for f in folders})} dataset(s)")
+        weighted = [f for f in folders if (f / records.MODEL).is_file()]
+        left = len(folders) - len(weighted)
+        folders = sample(weighted, args.sample, args.sample_seed)
+        print(f"checking {len(folders)} of the {len(weighted)} run folder(s) with weights, drawn with seed "
+              f"{args.sample_seed} from {len({dataset_of(f) for f in folders})} dataset(s)"
+              + (f"; {left} without {records.MODEL} not drawn (without --sample they are named)" if left else ""))
     checked, completed, not_completed = [], 0, 0
     for run_dir in folders:
         result = check(run_dir)

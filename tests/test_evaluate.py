@@ -345,10 +345,12 @@ def test_a_sample_spreads_evenly_over_the_datasets_and_is_the_same_for_the_same_
 
 def test_several_roots_are_checked_together_and_a_bad_one_stops_before_scoring(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    toy_sweep(a, seeds=2), toy_sweep(b, seeds=2)
+    toy_sweep(a, seeds=2)
+    (toy_sweep(b, seeds=2)[0] / records.MODEL).unlink()
     assert evaluate([str(a), str(b), "--sample", "3", "--sample-seed", "5"]) == 0
     out = capsys.readouterr().out
-    assert "checking 3 of 4 run folder(s), drawn with seed 5" in out and "3 run folder(s): 3 agree" in out
+    assert "checking 3 of the 3 run folder(s) with weights, drawn with seed 5" in out
+    assert "1 without model.pt not drawn" in out and "3 run folder(s): 3 agree" in out
     with pytest.raises(SystemExit) as stop:
         evaluate([str(a), str(tmp_path / "nowhere")])
     assert stop.value.code == 2
