@@ -8,7 +8,7 @@ the command saves them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,17 +19,26 @@ from matplotlib.ticker import LogFormatter
 
 from .collect import active_runs
 from .hypervolume import pareto_front
-from .labels import ALL_CONDITIONS, BASELINE, CONDITIONS, OTHER_CONDITIONS, condition_rank, is_gated, with_others
+from .labels import (
+    ALL_CONDITIONS,
+    BASELINE,
+    CONDITIONS,
+    OTHER_CONDITIONS,
+    condition_rank,
+    is_gated,
+    present_conditions,
+)
 from .tables import format_beta
 
 PLOTTED = tuple(c for c in CONDITIONS if c != BASELINE)  # Baseline vs itself is 0 by definition
 
 
-def plotted(*summaries: pd.DataFrame) -> tuple[str, ...]:
-    """The conditions on a log-ratio figure's x axis: the paper's seven, then the other factor sets
-    the summaries hold (labels.with_others)."""
-    present = set().union(*(set(s["condition"]) for s in summaries))
-    return tuple(c for c in with_others(present) if c != BASELINE)
+def plotted(*summaries: pd.DataFrame, also: Iterable[str] = ()) -> tuple[str, ...]:
+    """The conditions on a log-ratio figure's x axis: those the summaries hold and ``also`` names
+    (e.g. the launched ones of the seed-medians), in canonical order (labels.present_conditions),
+    the Baseline left out."""
+    present = set(also).union(*(set(s["condition"]) for s in summaries))
+    return tuple(c for c in present_conditions(present) if c != BASELINE)
 ROWS = (
     ("A", "log10(RMSE$_{base}$ / RMSE)\n> 0: lower RMSE than baseline"),
     ("B", "log10(edges$_{base}$ / edges)\n> 0: fewer edges than baseline"),
@@ -77,7 +86,7 @@ def _draw_panel(ax, summary: pd.DataFrame, colors: dict[float, tuple], condition
             color="0.4",
         )
     ax.set_xticks(range(len(conditions)), conditions)
-    if len(conditions) > len(PLOTTED):  # other factor sets too: longer names, more of them
+    if any(c not in CONDITIONS for c in conditions):  # other factor sets too: longer names, more of them
         ax.tick_params(axis="x", labelrotation=90)
     ax.set_xlim(-0.6, len(conditions) - 0.4)
     ax.tick_params(axis="x", length=0)
@@ -92,15 +101,17 @@ def log_ratio_figure(
     panel_label: Callable[[str], str],
     max_cols: int = 5,
     title: str | None = None,
+    conditions: Iterable[str] = (),
 ) -> Figure:
     """Panel A (RMSE) above panel B (edges), one column per panel; wraps after ``max_cols``.
 
     ``rmse``/``edges`` are `log_ratio_summary` tables; points are means of the per-seed
-    log-ratios, bars +-1 SEM (none where fewer than two pairs).
+    log-ratios, bars +-1 SEM (none where fewer than two pairs). The x axis lists the conditions
+    the summaries hold and ``conditions`` adds (those launched without a record yet, `plotted`).
     """
     betas = set(rmse["beta"]) | set(edges["beta"])
     colors = beta_colors(betas or {0.0})
-    conditions = plotted(rmse, edges)  # the paper's seven, then other factor sets
+    conditions = plotted(rmse, edges, also=conditions)
     chunks = [list(panels[i : i + max_cols]) for i in range(0, len(panels), max_cols)] or [[]]
     ncols = max(1, min(max_cols, len(panels)))
     fig = Figure(figsize=(3.3 * ncols + 0.8, 2.9 * 2 * len(chunks) + 0.6), layout="constrained")
@@ -205,7 +216,8 @@ def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str,
     """Test RMSE against contributing edges for the non-dominated runs of each condition
     (`pareto_runs`): one staircase per condition, each run's marker its depth; the legend
     gives each condition's normalized 3-D hypervolume (``hv_norm``, from
-    `hypervolume.condition_hypervolumes`: seed-medians of RMSE, edges and depth)."""
+    `hypervolume.condition_hypervolumes`: seed-medians of RMSE, edges and depth). The legend lists
+    the conditions with runs in ``front`` or an entry in ``hv_norm``, no other."""
     fig = Figure(figsize=(7.6, 4.6), layout="constrained")
     ax = fig.subplots()
     handles = []
@@ -215,8 +227,8 @@ def pareto_figure(front: pd.DataFrame, hv_norm: Mapping[str, float], title: str,
     zero = front["contributing_edges"].astype(float) == 0
     rest = rmse[~zero]
     off_scale = front[zero & (rmse > 2 * rest.max())] if len(rest) else front.iloc[:0]
-    others = set(front["condition"]) | {c for c, v in hv_norm.items() if math.isfinite(v)}
-    for condition in with_others(others):  # the paper's eight, then other factor sets with runs or an HV
+    # the conditions with runs here or an entry in hv_norm (the cells of the dataset's seed-medians)
+    for condition in present_conditions(set(front["condition"]) | set(hv_norm)):
         points = front[front["condition"] == condition]
         color = condition_color(condition)
         style = "-" if is_gated(condition) else "--"

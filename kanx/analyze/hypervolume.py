@@ -9,6 +9,8 @@ Rules, per dataset (each Nguyen problem separately):
     (Baseline and F have no beta sweep and get no HV in the table: a dash);
   * Nguyen: normalized per problem, then averaged over the problems; the Mean column averages
     the family columns. A missing value is never averaged away: the average is missing too.
+  * the conditions are those the seed-medians of the dataset's family hold (labels.present_conditions):
+    the cells the records or manifests name, so a sweep of Baseline and E gets those two rows, not eight;
   * other factor sets than the paper's eight (with N or I; labels.OTHER_CONDITIONS) get rows
     after them, wherever the seed-medians given hold any of their cells, on the same scale: the
     reference point and the normalizing best HV are those of the paper's eight (of all
@@ -26,7 +28,7 @@ import numpy as np
 import pandas as pd
 from pymoo.indicators.hv import HV
 
-from .labels import CONDITIONS, GATED, dataset_rank, is_gated, sort_datasets, sort_families, with_others
+from .labels import CONDITIONS, GATED, dataset_rank, is_gated, present_conditions, sort_datasets, sort_families
 
 OBJECTIVES: tuple[str, ...] = ("rmse_median", "edges_median", "depth_median")
 REF_SCALE = 1.1
@@ -78,9 +80,10 @@ def condition_hypervolumes(medians: pd.DataFrame, scale: float = REF_SCALE) -> p
     ungated conditions and wherever the dataset has no positive gated HV.
     """
     rows = []
-    conditions = with_others(medians["condition"])
     for dataset in sort_datasets(medians["dataset"]):
         mine = medians[medians["dataset"] == dataset]
+        # the family's conditions, so a problem without a cell of one reads missing, never averaged away
+        conditions = present_conditions(medians.loc[medians["family"] == mine["family"].iloc[0], "condition"])
         ref = reference_point(mine[mine["condition"].isin(CONDITIONS)], scale)
         if not np.isfinite(ref).all():  # none of the paper's eight has a finite point here
             ref = reference_point(mine, scale)
@@ -91,7 +94,7 @@ def condition_hypervolumes(medians: pd.DataFrame, scale: float = REF_SCALE) -> p
             front = int(pareto_front(p).sum()) if len(p) else 0
             hv = hypervolume(p, ref) if len(p) and np.isfinite(ref).all() else math.nan
             hvs[condition] = (hv, len(p), front)
-        best = max((hvs[c][0] for c in GATED if math.isfinite(hvs[c][0])), default=math.nan)
+        best = max((hv for c, (hv, _, _) in hvs.items() if c in GATED and math.isfinite(hv)), default=math.nan)
         if not best > 0:  # no gated condition of the paper's eight has an HV here: the best of the others
             best = max((hv for c, (hv, _, _) in hvs.items() if is_gated(c) and math.isfinite(hv)), default=math.nan)
         for condition, (hv, n_points, n_front) in hvs.items():
@@ -133,14 +136,14 @@ def _mean_or_missing(values: Iterable[float]) -> float:
 
 
 def hv_table(medians: pd.DataFrame, scale: float = REF_SCALE) -> pd.DataFrame:
-    """Normalized HV, rows = the 8 conditions (then other factor sets with cells), columns = families
-    present + ``mean``.
+    """Normalized HV, rows = the conditions with cells (the paper's eight, then other factor sets, as
+    far as the seed-medians hold them), columns = families present + ``mean``.
 
     A family with several datasets (Nguyen) gets the mean of its per-problem normalized HVs.
     Ungated rows are all NaN (shown as dashes); a gated NaN means missing.
     """
     detail = condition_hypervolumes(medians, scale)
-    conditions = with_others(detail["condition"])
+    conditions = present_conditions(detail["condition"])
     table = pd.DataFrame(index=pd.Index(conditions, name="condition"))
     for family in sort_families(detail["family"]):
         fam = detail[detail["family"] == family]
@@ -153,7 +156,7 @@ def hv_table(medians: pd.DataFrame, scale: float = REF_SCALE) -> pd.DataFrame:
 def hv_problem_table(medians: pd.DataFrame, family: str = "nguyen", scale: float = REF_SCALE) -> pd.DataFrame:
     """Normalized HV of each dataset (problem) of ``family``; ``mean`` is that family's column."""
     detail = condition_hypervolumes(medians[medians["family"] == family], scale)
-    conditions = with_others(detail["condition"])
+    conditions = present_conditions(detail["condition"])
     table = pd.DataFrame(index=pd.Index(conditions, name="condition"))
     for dataset in sorted(detail["dataset"].unique(), key=dataset_rank):
         mine = detail[detail["dataset"] == dataset].set_index("condition")

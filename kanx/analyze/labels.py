@@ -46,6 +46,14 @@ def with_others(present) -> list[str]:
     return [*CONDITIONS, *(c for c in OTHER_CONDITIONS if c in present)]
 
 
+def present_conditions(present) -> list[str]:
+    """The conditions among ``present`` in canonical order (ALL_CONDITIONS): what a table or figure lists
+    of a root's seed-medians, which hold the cells the records or manifests name (aggregate.expected_grid),
+    so a sweep of two conditions shows two, not the paper's eight with six of them empty."""
+    present = set(present)
+    return [c for c in ALL_CONDITIONS if c in present]
+
+
 def is_gated(condition: str) -> bool:
     """Whether beta acts on ``condition`` (all but Baseline and F): it has a beta sweep and an HV."""
     return condition not in UNGATED

@@ -352,7 +352,8 @@ def hv_side_by_side(reproduced: pd.DataFrame, published: pd.DataFrame) -> pd.Dat
     for c in GATED:
         row: dict = {"condition": c}
         for f in families:
-            rep, pubv = float(reproduced.loc[c, f]), float(published.loc[c, f]) if c in published.index else math.nan
+            rep = float(reproduced.loc[c, f]) if c in reproduced.index else math.nan  # not launched here
+            pubv = float(published.loc[c, f]) if c in published.index else math.nan
             row |= {f"{f}_reproduced": rep, f"{f}_published": pubv, f"{f}_diff": rep - pubv}
         for side in ("reproduced", "published"):
             values = [row[f"{f}_{side}"] for f in families]

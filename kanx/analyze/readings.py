@@ -148,9 +148,11 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
     mine = paper_runs[paper_runs["family"].isin(families)]
     hv_paper, hv_short = hv_table(seed_medians(mine)) if len(mine) else None, hv_table(medians)
     columns = {f"{f}_{r}": (f, table) for f in families for r, table in (("paper", hv_paper), ("kanx", hv_short))}
-    both = pd.DataFrame({name: [math.nan if table is None or f not in table else float(table.loc[c, f]) for c in GATED]
-                         for name, (f, table) in columns.items()}, index=pd.Index(GATED, name="condition"))
-    rows = [[c, *("–" if math.isnan(v) else f"{v:.3f}" for v in both.loc[c])] for c in GATED]
+    gated = [c for c in GATED if any(table is not None and c in table.index for table in (hv_paper, hv_short))]
+    both = pd.DataFrame({name: [math.nan if table is None or f not in table or c not in table.index
+                                else float(table.loc[c, f]) for c in gated]
+                         for name, (f, table) in columns.items()}, index=pd.Index(gated, name="condition"))
+    rows = [[c, *("–" if math.isnan(v) else f"{v:.3f}" for v in both.loc[c])] for c in gated]
     header = ["Condition", *(f"{family_label(f)}: {r}" for f in families
                              for r in ("paper's reading", "kanx's reading"))]
     texts["tables/short/hypervolume.md"] = markdown_table(header, rows, "l" + "r" * (2 * len(families)))
@@ -166,7 +168,8 @@ def short_reading_section(paper_runs: pd.DataFrame, short_runs: pd.DataFrame, fo
     panels = paired_panels(split, families)
     if panels:
         figures[stem] = log_ratio_figure(split["test_rmse"], split["contributing_edges"], panels, family_label,
-                                         max_cols=len(panels), title="kanx's reading (short rollouts)")
+                                         max_cols=len(panels), title="kanx's reading (short rollouts)",
+                                         conditions=medians["condition"])
     both = _ratio_rows(paper_rmse, split["test_rmse"])
     texts["tables/short/log_ratios.csv"] = both.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
     table = [[family_label(r.panel), r.condition, format_beta(r.beta), _fmt(r.mean_paper, r.sem_paper),

@@ -422,7 +422,8 @@ def build_artifacts(
     lines += ["## Accuracy and size relative to the baseline", "", LOG_RATIO_TEXT, ""]
     if panels:
         art.figures["figures/log_ratios"] = log_ratio_figure(*pooled.values(), panels, family_label,
-                                                             max_cols=max(len(panels), 1))
+                                                             max_cols=max(len(panels), 1),
+                                                             conditions=medians["condition"])
         lines += _figure_lines(
             "figures/log_ratios",
             "Log-ratios of test RMSE (A) and contributing edges (B) vs. baseline",
@@ -443,7 +444,8 @@ def build_artifacts(
         )
         art.texts["tables/log_ratios_nguyen.md"] = log_ratio_markdown(*per.values(), problem_label)
         art.figures["figures/log_ratios_nguyen"] = log_ratio_figure(
-            *per.values(), paired_panels(per, nguyen), lambda d: f"Nguyen {problem_label(d)}", max_cols=5
+            *per.values(), paired_panels(per, nguyen), lambda d: f"Nguyen {problem_label(d)}", max_cols=5,
+            conditions=medians.loc[medians["family"] == "nguyen", "condition"],
         )
         lines += [
             "Nguyen, per problem:",

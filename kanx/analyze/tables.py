@@ -264,7 +264,7 @@ def _hv_label(column: str, latex: bool, problems: bool) -> str:
 def _hv_cells(table: pd.DataFrame) -> list[list[Cell]]:
     best = {c: table[c].max() for c in table.columns}
     rows = []
-    for condition in table.index:  # hv_table's rows: the paper's eight, then other factor sets
+    for condition in table.index:  # hv_table's rows: the conditions with cells, in canonical order
         row = [Cell(condition)]
         for column in table.columns:
             value = table.loc[condition, column]
