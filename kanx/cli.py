@@ -48,12 +48,42 @@ def one_line(text: object) -> str:
     return " ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
+def version_line() -> str:
+    """What `--version` prints on every kanx command: `kanx 0.1.devN+g<commit>` (kanx.__version__)."""
+    from kanx import __version__
+
+    return f"kanx {__version__}"
+
+
+def _stdout_gone() -> None:
+    """The reader closed stdout: point it at /dev/null so that the flush at exit has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose errors are one line, as kanx's own: `PROG: error: MESSAGE` and
-    exit 2, without the usage block above it (`--help` prints that)."""
+    exit 2, without the usage block above it (`--help` prints that); with `--version`; and whose
+    `--help` and `--version` into a pipe closed early (`kanx-analyze --help | head -1`) exit 0
+    without a BrokenPipeError traceback."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--version", action="version", version=version_line(),
+                          help="print kanx's version and exit")
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+    def _print_message(self, message: str, file=None) -> None:
+        # Every argparse path to stdout (help, usage, version) goes through here; argparse exits
+        # right after, where the flush of a closed pipe would print its own traceback.
+        try:
+            super()._print_message(message, file)
+            if file is None or file is sys.stdout:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            _stdout_gone()
 
 
 def at_least(low: int) -> Callable[[str], int]:
@@ -74,17 +104,21 @@ def at_least(low: int) -> Callable[[str], int]:
 def pipe_safe(main: Callable[..., int]) -> Callable[..., int]:
     """``main`` with a closed stdout treated as the reader's choice, not an error:
     `kanx-status --json | head -1` prints its line and exits 0, without a BrokenPipeError
-    traceback. stdout is pointed at /dev/null so that the flush at exit has nowhere to fail."""
+    traceback. stdout is pointed at /dev/null so that the flush at exit has nowhere to fail;
+    a main that ends in sys.exit (Hydra's --help) gets its output flushed first too."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs) -> int:
         try:
-            code = main(*args, **kwargs)
+            try:
+                code = main(*args, **kwargs)
+            except SystemExit:
+                sys.stdout.flush()
+                raise
             sys.stdout.flush()
             return code
         except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _stdout_gone()
             return 0
 
     return wrapper

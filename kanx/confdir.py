@@ -9,6 +9,8 @@ this module (site-packages/kanx/conf), so no second copy is kept in git.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,3 +39,29 @@ def initialize_conf():
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         yield
+
+
+# The preset `+debug=quick` (conf/debug/quick.yaml): a try of the pipeline, not the paper's protocol.
+QUICK_TRY = "+debug=quick"
+
+
+@functools.cache
+def quick_try_settings() -> dict:
+    """The settings `+debug=quick` puts in a run's config (conf/debug/quick.yaml, global package)."""
+    import yaml
+
+    return yaml.safe_load((conf_dir() / "debug" / "quick.yaml").read_text()) or {}
+
+
+def _holds(config: Mapping, settings: Mapping) -> bool:
+    return all(isinstance(config, Mapping) and key in config
+               and (_holds(config[key], value) if isinstance(value, Mapping) else config[key] == value)
+               for key, value in settings.items())
+
+
+def is_quick_try(config: Mapping) -> bool:
+    """Whether a run's config (a record's "config") holds every setting of `+debug=quick`: its
+    numbers are a quick try's, not a result (kanx.runner's result line, kanx.analyze's report say so).
+    A setting the command line changed after the preset (`+debug=quick train.epochs=50`) makes
+    the run another protocol, not a quick try."""
+    return _holds(config, quick_try_settings())

@@ -16,7 +16,6 @@ formula.tex and formula.png (each edge's learned curve with its fit overlaid).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import sympy as sp
 
-from kanx.cli import prog
+from kanx.cli import ArgumentParser, prog
 from kanx.errors import ConfigError, report
 from kanx.load import formula_of_run, load_finished_run
 from kanx.symbolic import Formula, node_name, round_floats, symbol_names
@@ -112,7 +111,7 @@ PROG = "kanx.formula"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=prog("kanx.formula"),
         description="Symbolic export of a trained run: one formula from its contributing edges.")
     p.add_argument("run_dir", help="a finished run's directory (record.json, done, model.pt)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -121,15 +122,22 @@ def submit_to_slurm(configs, group: str, pack_size: int | None, results: str) ->
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> ArgumentParser:
     # prog: as typed, kanx-reproduce or python -m kanx.reproduce
     p = ArgumentParser(prog=prog("kanx.reproduce"), description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scale", choices=["full", "smoke"], default="full")
-    p.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME")
-    p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME")
+    p.add_argument("--scale", choices=["full", "smoke"], default="full",
+                   help="full: the paper's protocol (default); smoke: the same pipeline at toy scale (2 epochs, "
+                        "2 seeds, short rollouts), into its own results folder")
+    p.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME",
+                   help=f"datasets to sweep (default: the paper's {len(DATASETS)}: {' '.join(DATASETS)})")
+    p.add_argument("--conditions", nargs="+", default=CONDITIONS, metavar="NAME",
+                   help="conditions to sweep, in either case: the paper's eight (the default) or any other factor "
+                        "set of E, F, X, N, I (EFXI, EN, ...)")
     p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
-    p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"])
+    p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"],
+                   help="packed: every sweep composed here, packs cut across sweeps (default); basic: each sweep "
+                        "its own `python -m kanx.train ... -m` process; slurm: the packs as one SLURM array")
     p.add_argument("--jobs", type=at_least(1), default=1,
                    help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
     p.add_argument("--group", choices=GROUPINGS, default=DEFAULT_GROUP,
@@ -137,12 +145,24 @@ def main(argv: list[str] | None = None) -> int:
                         "all on a GPU, condition on a CPU, docs/BENCHMARK.md)")
     p.add_argument("--pack-size", type=at_least(1), default=None,
                    help="packed launcher: most runs per pack (default: train.pack_size)")
-    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the commands only, one a line, as they can be pasted into a shell")
     p.add_argument("--analysis", action=argparse.BooleanOptionalAction, default=True,
                    help="run the analysis after the sweeps (default on; --no-analysis: train only, e.g. in a "
                         "time-boxed job on an offline GPU node)")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for every sweep (e.g. "
                                                 "hydra.launcher.partition=gpu)")
+    return p
+
+
+def show(cmd: list[str], dry_run: bool) -> None:
+    """A command as a shell line (interpreter and quoting included): bare under --dry-run, so the
+    lines can be pasted or saved as a script; `+ `-prefixed as a trace before it runs."""
+    print(shlex.join(cmd) if dry_run else f"+ {shlex.join(cmd)}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     a = p.parse_intermixed_args(argv)  # options may follow the overrides
     for d in a.datasets:
         if d not in DATASETS + ["sin_xy2"]:
@@ -158,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = [sweep_command(d, c, a.scale, results, a.launcher, a.overrides)
                 for d in a.datasets for c in a.conditions]
     for cmd in commands:
-        print("+", " ".join(cmd[1:]), flush=True)
+        show(cmd, a.dry_run)
     if a.launcher in ("packed", "slurm") and not a.dry_run:
         rc = run_packed(a, results)
         if rc:
@@ -180,13 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     analyze = [sys.executable, "-m", "kanx.analyze", results, "--curves"]  # curves per cell, its seeds overlaid
     if not a.analysis:
         return 0
-    print("+", " ".join(analyze[1:]), flush=True)
+    show(analyze, a.dry_run)
     if a.dry_run:
         return 0
-    rc = subprocess.call(analyze)
-    if rc == 0:
-        print(f"report: {Path(results) / 'report.md'}")
-    return rc
+    return subprocess.call(analyze)  # which names the report it wrote
 
 
 if __name__ == "__main__":

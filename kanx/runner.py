@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from kanx import records, vocab
 from kanx.checkpoint import Checkpoint, torch_bytes, write_together
 from kanx.checks import resolve_device
+from kanx.confdir import QUICK_TRY, is_quick_try
 from kanx.config import RunConfig
 from kanx.curves import Curves, pack_curves
 from kanx.errors import ConfigError, StorageError
@@ -376,7 +377,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
             (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
-        log.info(f"[{status}] {job.label}: test_rmse={metrics['test_rmse']:.4g}{unit} "
+        quick = f" ({QUICK_TRY}: a quick try, not a result)" if is_quick_try(job.container) else ""
+        log.info(f"[{status}] {job.label}{quick}: test_rmse={metrics['test_rmse']:.4g}{unit} "
                  f"edges={structure['contributing_edges']} depth={structure['depth']} exit={structure['exit']} -> "
                  f"{job.run_dir / records.RECORD}")
 

@@ -13,12 +13,14 @@ kanx.runner; everything else is plain functions.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from kanx.cli import pipe_safe, version_line
 from kanx.confdir import conf_dir
 from kanx.config import register_resolvers
 from kanx.errors import ConfigError, fail
@@ -44,13 +46,28 @@ def _beta_sweep_or_fail(*args) -> str:
         fail(e)
 
 
-def main() -> None:
+# Hydra's paths that print and exit: a pipe closed early there is the reader's choice (pipe_safe).
+# Not a training run's: a sweep whose stdout goes away stops with an error rather than exit 0.
+HELP_OPTIONS = ("-h", "--help", "--hydra-help", "--version")
+
+
+def _compose_and_run() -> int:
     from omegaconf import OmegaConf
 
+    if "--version" in sys.argv[1:]:  # kanx's version, not Hydra's (which its own --version prints)
+        print(version_line())
+        return 0
     register_resolvers()
     OmegaConf.register_new_resolver("kanx.beta_sweep", _beta_sweep_or_fail, replace=True)
     hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(run)()
+    return 0
+
+
+def main() -> int:
+    if any(arg in HELP_OPTIONS for arg in sys.argv[1:]):
+        return pipe_safe(_compose_and_run)()
+    return _compose_and_run()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kanx.confdir import is_quick_try
 from kanx.identity import ABSENT, ADDED_LATER, differing_keys, run_defining
 from kanx.manifest import read_manifest
 from kanx.record import Record, canonical_beta
@@ -278,11 +279,13 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None,
     ``attrs["config_mixes"]`` the cells whose records are of more than one setup: per left-out
     setup a dict of dataset, condition, beta, kept (paths), left_out (paths) and differs (text);
     ``attrs["selected_inputs"]`` path -> the input names a record with input gates (I) keeps
-    (its metrics.selected_inputs; kanx.analyze.inputs tabulates them).
+    (its metrics.selected_inputs; kanx.analyze.inputs tabulates them); ``attrs["quick_tries"]``
+    the paths of the records of `+debug=quick` runs (kanx.confdir.is_quick_try).
     """
     root = Path(root)
     paths, skipped = find_records(root)
     rows, mtimes, setups, launched = [], [], [], launched_in_manifests(root)
+    quick: list[str] = []  # the records of `+debug=quick` runs: quick tries, not results
     selected: dict[str, tuple[str, ...]] = {}
     for path in paths:
         rel = path.relative_to(root).as_posix()
@@ -304,6 +307,8 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None,
             continue
         rows.append(row)
         setups.append(setup)
+        if is_quick_try(record.get("config") or {}):
+            quick.append(rel)
         chosen = (record.get("metrics") or {}).get(RECORD_SELECTED_INPUTS)
         if isinstance(chosen, list):  # a condition with input gates (I): the inputs its model keeps
             selected[rel] = tuple(str(name) for name in chosen)
@@ -321,6 +326,7 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None,
     runs.attrs.update({key: shared(value) for key, value in (
         ("skipped", sorted(skipped)), ("config_mixes", mixes), ("rollout_horizon", rollout_horizon),
         ("selected_inputs", selected), ("launched", launched_cells))})
+    runs.attrs["quick_tries"] = shared(tuple(quick))
     return runs
 
 

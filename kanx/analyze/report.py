@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 import pandas as pd
 from matplotlib.figure import Figure
+
+from kanx.confdir import QUICK_TRY
 
 from . import published as pub
 from .aggregate import (
@@ -172,6 +175,20 @@ def _run_summary(runs: pd.DataFrame) -> str:
     return markdown_table(["Dataset", *STATUSES, "total"], rows, "l" + "r" * (len(STATUSES) + 1))
 
 
+def _quick_try_note(runs: pd.DataFrame) -> list[str]:
+    """A warning above everything when runs of `+debug=quick` are counted: 20 epochs are a try
+    of the pipeline, and their numbers read like results unless the report says otherwise."""
+    counted = set(runs.loc[~runs["superseded"], "path"])
+    quick = [path for path in runs.attrs.get("quick_tries", ()) if path in counted]
+    if not quick:
+        return []
+    sweeps = sorted({str(PurePosixPath(path).parent.parent) for path in quick})
+    return [f"**Quick tries, not results: {len(quick)} of the {len(counted)} runs counted are of `{QUICK_TRY}` "
+            f"(conf/debug/quick.yaml: a few epochs, short warmups), a try of the pipeline, not the paper's protocol; "
+            f"their numbers say nothing of a condition's accuracy.** Their sweeps: "
+            f"{', '.join(f'`{s}`' for s in sweeps)}.", ""]
+
+
 def _commits(runs: pd.DataFrame) -> str:
     commits = runs.loc[~runs["superseded"], "git_commit"].fillna("(none recorded)")
     counts = commits.value_counts()
@@ -319,6 +336,7 @@ def build_artifacts(
         "Full run table: [tables/runs.csv](tables/runs.csv); seed-medians of every cell: "
         "[tables/seed_medians.csv](tables/seed_medians.csv).",
         "",
+        *_quick_try_note(runs),
         "## Records",
         "",
         *_rollout_note(runs.attrs.get("rollout_horizon"), datasets),
