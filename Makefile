@@ -19,7 +19,7 @@ OVERRIDES ?=
 GROUP    ?=
 PACK_SIZE ?=
 
-.PHONY: help install run formula test test-full test-portable test-cuda test-slurm lint reproduce-tables analyze docs-calibration docs-reproduction study bench bench-paper clean
+.PHONY: help install run formula test test-full test-ci test-portable test-cuda test-slurm lint reproduce-tables analyze docs-calibration docs-reproduction study bench bench-paper clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
@@ -43,8 +43,11 @@ formula: install ## Symbolic formula of the default run (after make run): formul
 test: install ## Fast test suite, in-process (includes one small real sweep through the CLI)
 	$(PY) -m pytest
 
-test-full: test ## Every test but the SLURM ones (what CI runs): make test, then those that start processes, build the wheel, train long, or dry-run the offline GPU job
+test-full: test ## Every test but the SLURM ones: make test, then those that start processes, build the wheel, train long, or dry-run the offline GPU job
 	$(PY) -m pytest -m "(slow or offline_gpu) and not slurm"
+
+test-ci: test ## What CI runs before test-portable and the SLURM tests: make test-full without the smoke pipeline of every dataset (marker pipeline), for CI's 30-minute budget
+	$(PY) -m pytest -m "(slow or offline_gpu) and not slurm and not pipeline"
 
 # test-portable: another CPU's vector kernels, emulated on this one. torch reads ATEN_CPU_CAPABILITY at import (its own
 # kernels), MKL reads MKL_ENABLE_INSTRUCTIONS (matrix products); each leg first checks that torch took the capability.

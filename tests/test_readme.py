@@ -208,5 +208,6 @@ def test_quick_readme_commands(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.pipeline  # minutes: make test-full runs it, CI (make test-ci) does not
 def test_slow_readme_commands(tmp_path):
     run_commands([c for c in readme_commands() if runnable(c) and c in SLOW], tmp_path)
