@@ -127,7 +127,7 @@ def parser() -> ArgumentParser:
     p = ArgumentParser(prog=prog("kanx.reproduce"), description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", choices=["full", "smoke"], default="full",
-                   help="full: the paper's protocol (default); smoke: the same pipeline at toy scale (2 epochs, "
+                   help="full (the default): the paper's protocol; smoke: the same pipeline at toy scale (2 epochs, "
                         "2 seeds, short rollouts), into its own results folder")
     p.add_argument("--datasets", nargs="+", default=DATASETS, metavar="NAME",
                    help=f"datasets to sweep (default: the paper's {len(DATASETS)}: {' '.join(DATASETS)})")
@@ -136,7 +136,7 @@ def parser() -> ArgumentParser:
                         "set of E, F, X, N, I (EFXI, EN, ...)")
     p.add_argument("--results", default=None, help="results root (default outputs/paper, or outputs/smoke)")
     p.add_argument("--launcher", default="packed", choices=["packed", "basic", "slurm"],
-                   help="packed: every sweep composed here, packs cut across sweeps (default); basic: each sweep "
+                   help="packed (the default): every sweep composed here, packs cut across sweeps; basic: each sweep "
                         "its own `python -m kanx.train ... -m` process; slurm: the packs as one SLURM array")
     p.add_argument("--jobs", type=at_least(1), default=1,
                    help="packs (packed launcher) or sweeps (basic, slurm) trained at once, one thread each")
