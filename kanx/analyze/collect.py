@@ -246,13 +246,13 @@ def _one_setup_per_cell(runs: pd.DataFrame, setups: list[dict], mtimes: list[int
     return other, mixes
 
 
-def _mark_superseded(runs: pd.DataFrame, mtimes: list[int], setups: list[dict]) -> pd.DataFrame:
+def _mark_superseded(runs: pd.DataFrame, mtimes: list[int], setups: list[dict]) -> tuple[pd.DataFrame, list[dict]]:
+    """The runs with their `superseded` column, and the cells whose records mix setups."""
     other, mixes = _one_setup_per_cell(runs, setups, mtimes)
     runs = runs.assign(_mtime=mtimes)
     newest = runs[~other].sort_values(["_mtime", "path"]).groupby(list(KEY), sort=False).tail(1).index
     runs["superseded"] = ~runs.index.isin(newest)
-    runs.attrs["config_mixes"] = mixes
-    return runs.drop(columns="_mtime")
+    return runs.drop(columns="_mtime"), mixes
 
 
 def sort_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -314,10 +314,10 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None,
             selected[rel] = tuple(str(name) for name in chosen)
         mtimes.append((path.parent / DONE_NAME).stat().st_mtime_ns)
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-    mixes = []
+    mixes: list[dict] = []
     if len(runs):
-        runs = _mark_superseded(runs, mtimes, setups)
-        mixes = sorted(runs.attrs["config_mixes"],
+        runs, mixes = _mark_superseded(runs, mtimes, setups)
+        mixes = sorted(mixes,
                        key=lambda m: (dataset_rank(m["dataset"]), condition_rank(m["condition"]), m["beta"]))
         runs = sort_runs(runs)
     runs = runs.astype({"usable": bool, "superseded": bool, "beta": float, **{c: "Int64" for c in INTEGER_COLUMNS}})
@@ -325,8 +325,7 @@ def load_runs(root: str | Path, rollout_horizon: Horizons = None,
     # a tuple, not a frame, for launched: pandas compares attrs when it combines frames
     runs.attrs.update({key: shared(value) for key, value in (
         ("skipped", sorted(skipped)), ("config_mixes", mixes), ("rollout_horizon", rollout_horizon),
-        ("selected_inputs", selected), ("launched", launched_cells))})
-    runs.attrs["quick_tries"] = shared(tuple(quick))
+        ("selected_inputs", selected), ("launched", launched_cells), ("quick_tries", tuple(quick)))})
     return runs
 
 
