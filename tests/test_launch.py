@@ -46,7 +46,7 @@ def test_every_launcher_calls_launch():
         # the SLURM launcher, and reproduce --launcher slurm
         "hydra_plugins/kanx_launcher/slurm_launcher.py:SlurmLauncher._plan",
         # Hydra's Launcher.launch, not kanx.jobs.launch
-        "hydra_plugins/kanx_launcher/sweeper.py:KanxSweeper._sweep_without_multirun_yaml",
+        "hydra_plugins/kanx_launcher/sweeper.py:KanxSweeper.sweep",
         # the manifests of Hydra's basic launcher's jobs, before the first of them starts
         "hydra_plugins/kanx_launcher/sweeper.py:write_manifests_of",
         "kanx/plan.py:main",  # a kanx.plan worker
@@ -85,3 +85,58 @@ def test_reproduce_on_slurm_holds_back_runs_still_queued(tmp_path, monkeypatch, 
     assert [[j.run_dir for j in pack] for pack in packs] == [[configs[0][1], configs[2][1]]]
     assert "submitted or still queued" in capsys.readouterr().out
     assert len(read_manifest(configs[0][1].parent)["runs"]) == 3
+
+
+def _params_for(overrides: list[str]) -> dict:
+    """hydra.sweeper.params as the command line composes them with these plain overrides."""
+    from hydra import compose
+
+    from kanx.confdir import initialize_conf
+    from kanx.config import register_resolvers
+
+    register_resolvers()
+    with initialize_conf():
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+        return {str(k): str(v) for k, v in cfg.hydra.sweeper.params.items()}
+
+
+def _betas_by(batches, key: str) -> dict:
+    """{value of ``key`` in a job: the betas of its jobs}, from job_batches' batches."""
+    out: dict = {}
+    for job in (j for batch in batches for j in batch):
+        d = dict(o.lstrip("+").split("=", 1) for o in job)
+        out.setdefault(d[key], set()).add(float(d["beta"]))
+    return out
+
+
+def test_a_sweep_over_conditions_gives_each_condition_its_own_betas():
+    """`+condition=baseline,EFX -m` sweeps EFX over the dataset's betas and Baseline at beta 0 only:
+    the beta list is resolved per condition, not once for the config without the sweep (which is the
+    Baseline's: every EFX job then trained at beta 0)."""
+    from hydra_plugins.kanx_launcher.sweeper import job_batches
+
+    args = ["+condition=baseline,EFX", "dataset.betas=[0.02,0.2]", "seed=0,1"]
+    batches = job_batches(args, _params_for([]), _params_for, None)
+    assert _betas_by(batches, "condition") == {"baseline": {0.0}, "EFX": {0.02, 0.2}}
+    assert sum(map(len, batches)) == 2 + 4
+    # the command line still wins over the parameters
+    given = job_batches(["+condition=E,EFX", "beta=0.1", "seed=0"], _params_for([]), _params_for, None)
+    assert _betas_by(given, "condition") == {"E": {0.1}, "EFX": {0.1}}
+
+
+def test_a_sweep_over_datasets_gives_each_dataset_its_own_betas():
+    from hydra_plugins.kanx_launcher.sweeper import job_batches
+    from kanx.confdir import conf_dir
+
+    def betas(dataset):
+        import yaml
+
+        return set(yaml.safe_load((conf_dir() / "dataset" / f"{dataset}.yaml").read_text())["dataset"]["betas"])
+
+    args = ["+condition=EFX", "dataset=concrete,ikeda", "seed=0"]
+    batches = job_batches(args, _params_for(["+condition=EFX"]), _params_for, 3)
+    assert _betas_by(batches, "dataset") == {"concrete": betas("concrete"), "ikeda": betas("ikeda")}
+    assert all(len(b) <= 3 for b in batches)
+    # no swept condition or dataset: the parameters as Hydra resolved them, untouched
+    plain = job_batches(["+condition=EFX", "seed=0,1"], {"beta": "0.5,0.7", "seed": "range(0,10)"}, None, None)
+    assert _betas_by(plain, "condition") == {"EFX": {0.5, 0.7}}

@@ -16,10 +16,17 @@ Every launch lists its runs in the sweep folders' manifests before training (kan
 kanx.status expects what they list. kanx's launchers write them for the whole sweep; a launcher
 that runs one job at a time (launcher=basic) would add each job only as it starts, so the
 sweeper writes the manifests of a batch of jobs before its first job (write_manifests_of).
+
+The sweep parameters (hydra.sweeper.params: the beta list and the seeds) are resolved for each
+condition and dataset that the command line sweeps (job_batches): the beta list depends on both
+(kanx.config.beta_sweep: a condition without gates sweeps beta 0 only; each dataset has its own
+list), and Hydra resolves them once, for the config without the sweep, which would give every
+condition of `+condition=baseline,EFX` the Baseline's beta 0 and every dataset the default's list.
 """
 
+import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -93,35 +100,63 @@ def replay(records: list) -> None:
     records.clear()
 
 
+# The config groups that hydra.sweeper.params read (conf/config.yaml: beta from the condition and
+# the dataset's betas): a sweep over one of them resolves the params for each of its values.
+PARAMS_READ = ("condition", "dataset")
+
+
+def job_batches(arguments: Sequence[str], params: dict, params_for: Callable[[list[str]], dict],
+                max_batch_size: int | None, config_loader=None) -> list[list[list[str]]]:
+    """Every job's overrides, in batches, as BasicSweeper.split_arguments makes them from the sweep
+    parameters (``params``, resolved for the config without the sweep) and the command line; where
+    the command line sweeps a PARAMS_READ group, the parameters are resolved for each combination
+    of its values (``params_for``: hydra.sweeper.params composed with a list of plain overrides),
+    jobs in the order of those combinations. The command line wins over the parameters, as in Hydra.
+    ``config_loader``: Hydra's, for sweeps that list a group's options (glob)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=config_loader)
+    parsed = parser.parse_overrides(list(arguments))
+    swept = [o for o in parsed if o.is_sweep_override() and o.key_or_group in PARAMS_READ]
+    plain = [o.input_line for o in parsed if not o.is_sweep_override()]
+    rest = [o.input_line for o in parsed if o not in swept]
+    choices = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in swept]
+    jobs: list[list[str]] = []
+    for combo in itertools.product(*choices):
+        resolved = params_for([*plain, *combo]) if combo else params
+        jobs += BasicSweeper.split_arguments(
+            parser.parse_overrides([*(f"{k}={v}" for k, v in resolved.items()), *combo, *rest]), None)[0]
+    if max_batch_size is None or not jobs:
+        return [jobs]  # one batch, as split_arguments makes it (an empty sweep: the launcher says so)
+    return list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))
+
+
 class KanxSweeper(BasicSweeper):
     def sweep(self, arguments):
         """First check that results_root names a folder and that the sweep folder can be written
         (one line, not a traceback). With a launcher that checks every job (packed, slurm), the
-        launcher writes multirun.yaml once the jobs are accepted; with any other, BasicSweeper
-        writes it first, as always."""
+        launcher writes multirun.yaml once the jobs are accepted and composes each job to
+        validate it; with any other, the sweeper writes multirun.yaml first and validates each
+        batch, as BasicSweeper (Hydra 1.3) does."""
         from pathlib import Path
+
+        from omegaconf import OmegaConf
 
         from kanx.runner import make_folder
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         check_folder(self.config, sweep_dir)
-        if not getattr(self.launcher, "validates_jobs", False):
+        self.overrides = job_batches(arguments, dict(self.params), self._params_for, self.max_batch_size,
+                                     self.hydra_context.config_loader)
+        checks_jobs = getattr(self.launcher, "validates_jobs", False)
+        if not checks_jobs:
             make_folder(sweep_dir)  # where it cannot be made (results_root=/proc/x): one line, exit 1
-            return super().sweep(arguments)
-        return self._sweep_without_multirun_yaml(arguments)
-
-    def _sweep_without_multirun_yaml(self, arguments) -> list:
-        """BasicSweeper.sweep (Hydra 1.3) without its first step, writing multirun.yaml, and
-        without composing each job to validate it (validate_batch_is_legal): the launcher does both."""
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        params_conf = self._parse_config()
-        params_conf.extend(arguments)
-        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        self.overrides = self.split_arguments(parser.parse_overrides(params_conf), self.max_batch_size)
+            OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         returns, initial_job_idx = [], 0
         while not self.is_done():
             batch = self.get_job_batch()
+            if not checks_jobs:
+                self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
             for r in results:
                 _ = r.return_value  # raises where a job failed, as BasicSweeper does
@@ -129,9 +164,16 @@ class KanxSweeper(BasicSweeper):
             returns.append(results)
         return returns
 
+    def _params_for(self, overrides: list[str]) -> dict:
+        """hydra.sweeper.params composed with these overrides (one combination of the swept
+        conditions and datasets), resolved."""
+        from hydra.types import RunMode
+
+        config = self.hydra_context.config_loader.load_configuration(
+            config_name=self.config.hydra.job.config_name, overrides=overrides, run_mode=RunMode.MULTIRUN)
+        return {str(k): str(v) for k, v in config.hydra.sweeper.params.items()}
+
     def validate_batch_is_legal(self, batch) -> None:
-        if getattr(self.launcher, "validates_jobs", False):
-            return  # the launcher composes and checks every job before any compute
         super().validate_batch_is_legal(batch)
         write_manifests_of(self, batch)
 
