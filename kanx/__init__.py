@@ -1,7 +1,9 @@
 """kanx: experiment runner for gated, multi-exit, densely connected B-spline KANs.
 
 Implements Bagrow & Bongard, "Optimized Architectures for Kolmogorov-Arnold Networks".
-``kanx.load_run(run_dir)`` returns a finished run's record, config and trained model.
+``kanx.load_run(run_dir)`` returns a finished run's record, config and trained model;
+``kanx.load_runs(root)`` a DataFrame with a row per record below a results root (the analysis' own
+loader, kanx.analyze.collect.load_runs).
 """
 
 
@@ -26,15 +28,15 @@ def _version() -> str:
 __version__ = _version()
 
 
-_LAZY = ("load_run", "TrainedRun")
+_LAZY = {"load_run": "kanx.load", "TrainedRun": "kanx.load", "load_runs": "kanx.analyze.collect"}
 
 
 def __getattr__(name: str):
     # Lazy, so `import kanx.analyze` does not pull in torch.
     if name in _LAZY:
-        from kanx import load
+        from importlib import import_module
 
-        return getattr(load, name)
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'kanx' has no attribute {name!r}")
 
 

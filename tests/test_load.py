@@ -61,4 +61,29 @@ def test_predict_refuses_a_dataframe_whose_columns_are_not_the_inputs(run, colum
 
 
 def test_dir_lists_the_lazy_names():
-    assert {"load_run", "TrainedRun", "__version__"} <= set(dir(kanx))
+    assert {"load_run", "load_runs", "TrainedRun", "__version__"} <= set(dir(kanx))
+
+
+def test_a_trained_run_draws_itself_on_a_new_figure_or_on_given_axes(run):
+    from matplotlib.figure import Figure
+
+    fig = run.draw(title=False)
+    assert isinstance(fig, Figure) and fig.axes and fig.axes[0].patches + fig.axes[0].lines
+    host = Figure()
+    ax = host.add_subplot(1, 2, 2)
+    assert run.draw(ax=ax) is host and ax.get_title(loc="left") + ax.get_title() != ""
+
+
+def test_load_runs_is_the_analysis_loader_with_a_row_per_record(finished_efx):
+    from kanx.analyze.collect import load_runs
+
+    runs = kanx.load_runs(finished_efx.parents[2])
+    assert kanx.load_runs is load_runs
+    assert list(runs[["condition", "beta", "seed"]].itertuples(index=False, name=None)) == [("EFX", 0.1, 0)]
+    assert runs["test_rmse"].iloc[0] == run_metrics(finished_efx)["test_rmse"]
+
+
+def run_metrics(run_dir):
+    import json
+
+    return json.loads((run_dir / "record.json").read_text())["metrics"]
