@@ -460,10 +460,13 @@ class SlurmLauncher(Launcher):
 
     def _job_return(self, cfg: DictConfig, run_dir: Path, overrides: list, wait: bool,
                     failures: Optional[dict] = None) -> JobReturn:  # noqa: UP045
+        from kanx.objective import returned
+
         ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
         record = records.read_state(run_dir).record
         ret.status = JobStatus.COMPLETED
-        ret.return_value = record  # None with wait=false for runs still to train
+        # None with wait=false for runs still to train; with optimized_metric, what a search sweeper reads
+        ret.return_value = record if record is None else returned(cfg.get("optimized_metric"), record)
         if wait and record is None:
             why = (failures or {}).get(Path(run_dir), "its SLURM task ended without writing it")
             ret.status = JobStatus.FAILED

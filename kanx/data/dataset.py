@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,11 @@ class Dataset:
     pairs of a single trajectory, x_{n} -> x_{n+1}, with the test segment right after the
     training one; `test_rmse` is then the multi-step RMSE of free-running rollouts of
     `horizon` steps started at the test states `rollout_starts`.
+
+    x_val, y_val (n_val rows, none by default): a validation split carved from the training
+    data (`carve_validation`, dataset.val_fraction), scored beside the test split so that a
+    search never reads the test set; for a dynamical system it is the end of the training
+    segment, rolled out from `val_rollout_starts`.
     """
 
     name: str
@@ -43,6 +48,9 @@ class Dataset:
     rollout_starts: tuple[int, ...] = ()  # test indices where rollouts start (dynamical only)
     options: dict[str, Any] = field(default_factory=dict)  # resolved options, for the run record
     provenance: dict[str, Any] = field(default_factory=dict)  # file and checksum, or initial condition
+    x_val: torch.Tensor | None = None
+    y_val: torch.Tensor | None = None
+    val_rollout_starts: tuple[int, ...] = ()  # validation indices where rollouts start (dynamical only)
 
     def __post_init__(self) -> None:
         for split in ("x_train", "y_train", "x_test", "y_test"):
@@ -76,6 +84,15 @@ class Dataset:
         return len(self.x_test)
 
     @property
+    def n_val(self) -> int:
+        return 0 if self.x_val is None else len(self.x_val)
+
+    @property
+    def val_horizon(self) -> int | None:
+        """The validation rollouts' length: the test's, or the whole segment where that is shorter."""
+        return None if self.horizon is None else min(self.horizon, self.n_val)
+
+    @property
     def n_inputs(self) -> int:
         return self.x_train.shape[1]
 
@@ -107,3 +124,39 @@ def make_dataset(
         data_seed=data_seed,
         **extra,
     )
+
+
+# Mixed into the validation split's random draw, so that it is not the draw of the data or of the
+# train/test split made from the same data seed.
+_VAL_STREAM = 0x7A1
+
+
+def validation_rows(n_train: int, fraction: float) -> int:
+    """How many of ``n_train`` training rows a validation split of ``fraction`` takes (0 for 0)."""
+    return round(n_train * fraction) if fraction else 0
+
+
+def carve_validation(ds: Dataset, fraction: float) -> Dataset:
+    """``ds`` with a validation split of ``fraction`` of its training rows, taken from the training
+    data only (the test split is untouched): for a dynamical system the last rows of the training
+    segment, in time order, rolled out as the test segment is (its horizon, tiling the segment);
+    otherwise rows drawn from the data seed, the training rows keeping their order. Raises
+    ConfigError where either part would be empty."""
+    from kanx.data.dynamics import rollout_plan
+    from kanx.errors import ConfigError
+
+    n_val = validation_rows(ds.n_train, fraction)
+    if not 1 <= n_val < ds.n_train:
+        raise ConfigError(f"dataset.val_fraction={fraction!r} leaves {n_val} of {ds.n_train} training rows for "
+                          f"validation; choose a fraction that leaves at least one row in each, e.g. 0.2")
+    if ds.dynamical:
+        keep, val = torch.arange(ds.n_train - n_val), torch.arange(ds.n_train - n_val, ds.n_train)
+        # the test's horizon, or the whole validation segment where that is shorter
+        _, starts = rollout_plan(ds.name, n_val, min(ds.horizon or n_val, n_val), None)
+    else:
+        order = np.random.default_rng([ds.data_seed, _VAL_STREAM]).permutation(ds.n_train)
+        val, keep = torch.from_numpy(np.sort(order[:n_val])), torch.from_numpy(np.sort(order[n_val:]))
+        starts = ()
+    return replace(ds, x_train=ds.x_train[keep].clone(), y_train=ds.y_train[keep].clone(),
+                   x_val=ds.x_train[val].clone(), y_val=ds.y_train[val].clone(),
+                   val_rollout_starts=starts, options={**ds.options, "val_fraction": fraction})
