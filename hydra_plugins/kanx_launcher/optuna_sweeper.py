@@ -121,3 +121,28 @@ if OptunaSweeper is not None:
                 impl.n_trials = trials_left(study, impl.n_trials)
             make_folder(Path(str(impl.config.hydra.sweep.dir)))  # optimization_results.yaml's, even with none left
             return impl.sweep(arguments)
+
+else:
+
+    from hydra.plugins.sweeper import Sweeper
+
+    class OptunaMissing(Sweeper):
+        """kanx_optuna without hydra-optuna-sweeper: one line that says what to install (exit 2, before
+        anything is written), not Hydra's "Could not find 'hydra/sweeper/kanx_optuna'"."""
+
+        def __init__(self, **_settings) -> None:
+            from kanx.errors import fail
+
+            fail("hparams_search and hydra/sweeper=kanx_optuna need hydra-optuna-sweeper: pip install 'kanx[optuna]'")
+
+        def setup(self, **_kwargs) -> None:  # never reached: __init__ stops the command
+            pass
+
+        def sweep(self, arguments):  # never reached
+            return None
+
+    ConfigStore.instance().store(group="hydra/sweeper", name="kanx_optuna",
+                                 node={"_target_": "hydra_plugins.kanx_launcher.optuna_sweeper.OptunaMissing",
+                                       "_recursive_": False},  # its sampler is optuna's, absent too
+                                 provider="kanx")
+
