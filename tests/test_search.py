@@ -30,7 +30,7 @@ def test_the_validation_split_of_a_dynamical_system_is_the_end_of_its_training_s
     assert (split.n_train, split.n_val) == (160, 40)
     assert torch.equal(split.x_train, whole.x_train[:160]) and torch.equal(split.x_val, whole.x_train[160:])
     assert torch.equal(split.y_val, whole.y_train[160:])
-    assert torch.equal(split.x_test, whole.x_test) and torch.equal(split.y_test, whole.y_test)  # never from the test set
+    assert torch.equal(split.x_test, whole.x_test) and torch.equal(split.y_test, whole.y_test)  # not from the test set
     assert split.val_horizon == 10 and split.val_rollout_starts == (0, 10, 20, 30)
 
 
