@@ -150,6 +150,17 @@ def test_what_a_job_returns_to_a_sweeper():
 # ------------------------------------------------------------------ the sweeper
 
 
+def test_a_search_on_slurm_waits_for_each_batch():
+    from hydra_plugins.kanx_launcher.slurm_launcher import check_search_waits
+
+    search = composed("optimized_metric=test_rmse", *TOY)
+    check_search_waits(True, [search])
+    check_search_waits(False, [composed(*TOY)])  # a grid may leave the array to run
+    with pytest.raises(ConfigError, match="hydra.launcher.wait=false returns no values to a search"):
+        check_search_waits(False, [search])
+
+
+
 def test_the_grid_is_still_the_default_and_the_presets_choose_kanx_optuna():
     assert composed(hydra=True).hydra.sweeper._target_.endswith("sweeper.KanxSweeper")
     cfg = composed("+condition=EFX", "dataset=concrete", "hparams_search=beta_pareto", hydra=True)
