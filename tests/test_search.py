@@ -171,6 +171,19 @@ def test_the_grid_is_still_the_default_and_the_presets_choose_kanx_optuna():
     assert {"beta", "seed", "train.lr", "model.gate_init_alpha"} == set(lr.hydra.sweeper.params)
 
 
+def test_kanx_optuna_refuses_a_search_without_objectives_or_with_other_directions(capsys):
+    from hydra_plugins.kanx_launcher.optuna_sweeper import check_objectives
+
+    preset = ("+condition=EFX", "dataset=concrete", "hparams_search=beta_pareto")
+    check_objectives(composed(*preset, hydra=True))
+    with pytest.raises(SystemExit) as stop:
+        check_objectives(composed(*preset, "optimized_metric=null", hydra=True))
+    assert stop.value.code == 2 and "a search needs optimized_metric" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        check_objectives(composed(*preset, "hydra.sweeper.direction=[minimize,maximize]", hydra=True))
+    assert "does not match optimized_metric (val_rmse:min, contributing_edges:min)" in capsys.readouterr().err
+
+
 def test_a_stopped_searchs_running_trials_are_asked_again_and_finished_ones_count():
     optuna = pytest.importorskip("optuna")
     from hydra_plugins.kanx_launcher.optuna_sweeper import trials_left

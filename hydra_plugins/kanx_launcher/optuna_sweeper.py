@@ -108,9 +108,11 @@ if OptunaSweeper is not None:
         def sweep(self, arguments):
             import optuna
 
+            from hydra_plugins.kanx_launcher.sweeper import check_folder
             from kanx.runner import make_folder
 
             impl = self.sweeper
+            check_folder(impl.config, Path(str(impl.config.hydra.sweep.dir)))  # results_root names a folder, writable
             check_objectives(impl.config)
             file = sqlite_file(impl.storage)
             if file is not None:
@@ -119,7 +121,7 @@ if OptunaSweeper is not None:
                 study = optuna.create_study(study_name=impl.study_name, storage=impl.storage,
                                             directions=impl._get_directions(), load_if_exists=True)
                 impl.n_trials = trials_left(study, impl.n_trials)
-            make_folder(Path(str(impl.config.hydra.sweep.dir)))  # optimization_results.yaml's, even with none left
+            make_folder(Path(str(impl.config.hydra.sweep.dir)))  # optimization_results.yaml's, even with no trial left
             return impl.sweep(arguments)
 
 else:
