@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kanx.data import dynamics, synthetic, tabular
-from kanx.data.dataset import Dataset, carve_validation, family_of
+from kanx.data.dataset import Dataset, family_of
+from kanx.data.validation import carve_validation
 from kanx.errors import ConfigError
 
 
