@@ -47,7 +47,7 @@ GATE_ESTIMATORS = ("threshold", "louizos")
 # precedes fields without a default, so the dataclass cannot hold it).
 GATE_ESTIMATOR = "threshold"
 # Keys of the `dataset` node that configure kanx rather than the dataset loader.
-_DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets"}
+_DATASET_META = {"name", "betas", "data_seed", "input_scaling", "standardize_targets", "val_fraction"}
 # Readings of the exit gate left open by the text (issue #18; docs/CALIBRATION.md "The exit
 # gate without egates"): which conditions have beta = 0 during the warmup, and the pi of L_C.
 WARMUP_FOR = ("all", "egates")
@@ -94,6 +94,8 @@ class DataConfig:
     input_scaling: str = "minmax"
     standardize_targets: bool = True
     options: dict = field(default_factory=dict)  # passed to kanx.data.load_dataset
+    # a validation split carved from the training data (kanx.data.carve_validation); 0: none, the paper's protocol
+    val_fraction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,9 @@ def config_defaults() -> dict:
     return {
         **{key: run[key] for key in ("beta", "seed", "device", "overwrite")},
         "results_root": RESULTS_ROOT,
+        # what a job returns to a search sweeper: null, its record; else metric values (kanx.objective)
+        "optimized_metric": None,
+        "dataset": {"val_fraction": DataConfig.val_fraction},
         "condition": {"name": Condition().name, **_field_defaults(Condition)},
         # grid_range is no config key: the range the inputs are scaled to (dataset.input_scaling)
         "model": {**_field_defaults(KANSpec, leave_out=("grid_range",)), "gate_estimator": GATE_ESTIMATOR,
@@ -417,7 +422,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     d, m, t, cond, lg = c["dataset"], c["model"], c["train"], c["condition"], c["logger"]
 
     from kanx.data import DATASETS  # the registry names; the data package imports torch
-    from kanx.data.registry import SHARED_OPTIONS
+    from kanx.data.registry import SHARED_OPTIONS, check_val_fraction
 
     loader = d.get("loader", d.get("name"))  # loader: a named csv table
     _require(loader in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
@@ -513,6 +518,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         input_scaling=_choice(d["input_scaling"], "dataset.input_scaling", INPUT_SCALINGS),
         standardize_targets=_bool(d["standardize_targets"], "dataset.standardize_targets"),
         options={k: v for k, v in d.items() if k not in _DATASET_META and v is not None},
+        val_fraction=check_val_fraction(d["val_fraction"]),
     )
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m["gate_estimator"], "model.gate_estimator", GATE_ESTIMATORS),

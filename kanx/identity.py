@@ -18,7 +18,8 @@ from kanx.vocab import FACTOR_REGISTRY
 # sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group) and its keys too.
 NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile",
                     "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas",
-                    "logger", *(f"logger.{f.name}" for f in fields(LoggerConfig)))
+                    "logger", *(f"logger.{f.name}" for f in fields(LoggerConfig)),
+                    "optimized_metric")  # what a job returns to a search sweeper, not what it trains
 # Override keys a run's path names outside the tag <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..:
 # the dataset and condition (group and name; a csv table's path through its stem), beta and seed,
 # and the launcher group, which sets no key of the config.
@@ -36,7 +37,9 @@ _KEYS_ADDED_LATER = {"model.grid_refit_rtol": None, "model.grid_refit_points": 2
                      "train.exit_pi": "softmax", "train.tau_x_epochs": None,
                      # issue #38: the complexity weights at the paper's (all ones)
                      "model.trunk_cost": 1.0, "model.forward_cost": 1.0, "model.head_cost": 1.0,
-                     "model.layer_costs": None, "model.input_costs": None}
+                     "model.layer_costs": None, "model.input_costs": None,
+                     # issue #50: no validation split, the paper's protocol (all training rows train)
+                     "dataset.val_fraction": 0.0}
 
 
 class _AddedLater(Mapping):

@@ -41,6 +41,8 @@ from kanx.config import (
 )
 from kanx.errors import ConfigError
 from kanx.loggers import check_installed
+from kanx.objective import check as check_objective
+from kanx.objective import sweeper_directions
 from kanx.record import Record
 from kanx.vocab import CONDITIONS, DEFAULT_GROUP, GROUPINGS, RESULTS_ROOT
 
@@ -74,9 +76,11 @@ def load_data(run: RunConfig):
     """The run's dataset (cached per process: a sweep's jobs share draws by data seed)."""
     from kanx.data import load_dataset
 
-    key = (run.data.name, run.data.data_seed, tuple(sorted((k, repr(v)) for k, v in run.data.options.items())))
+    key = (run.data.name, run.data.data_seed, run.data.val_fraction,
+           tuple(sorted((k, repr(v)) for k, v in run.data.options.items())))
     if key not in _DATA_CACHE:
-        _DATA_CACHE[key] = load_dataset(run.data.name, data_seed=run.data.data_seed, **run.data.options)
+        _DATA_CACHE[key] = load_dataset(run.data.name, data_seed=run.data.data_seed, val_fraction=run.data.val_fraction,
+                                        **run.data.options)
     return _DATA_CACHE[key]
 
 
@@ -101,6 +105,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         resolve_device(run.device)  # device=cuda without one: refused here, before any compute
         ds = load_data(run)
         check_against_data(run, ds.n_train)
+        check_objective(container.get("optimized_metric"), ds.dynamical, bool(ds.n_val), sweeper_directions(cfg))
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
         container.setdefault("model", {})["width"] = list(run.model.width)
         job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
@@ -314,8 +319,12 @@ def check_machine(packs: Sequence[Sequence[Job]]) -> None:
 
 def steps_left(pack) -> int:
     """The optimizer steps a pack has left: (epochs - resume epoch) x batches per epoch."""
+    from kanx.data.validation import validation_rows
+
     t = pack[0].run.train
     n_train = pack[0].container["dataset"].get("n_train") or 1
+    # the rows that train: a validation split (dataset.val_fraction) does not
+    n_train -= validation_rows(n_train, pack[0].container["dataset"].get("val_fraction") or 0.0)
     return (t.epochs - pack[0].resume_epoch) * math.ceil(n_train / t.batch_size)
 
 

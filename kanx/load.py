@@ -171,12 +171,12 @@ def rebuild_dataset(run: TrainedRun):
     data_seed = run.record.get("data_seed")
     data_seed = data.data_seed if data_seed is None else int(data_seed)
     try:
-        ds = load_dataset(data.name, data_seed=data_seed, **options)
+        ds = load_dataset(data.name, data_seed=data_seed, val_fraction=data.val_fraction, **options)
     except Exception:
         if options.get("data_dir") is None:
             raise
         options.pop("data_dir")  # the folder may have moved: try KANX_DATA_DIR and the cache
-        ds = load_dataset(data.name, data_seed=data_seed, **options)
+        ds = load_dataset(data.name, data_seed=data_seed, val_fraction=data.val_fraction, **options)
     if run.input_names and tuple(ds.input_names) != tuple(run.input_names):
         raise ValueError(f"the rebuilt data's inputs ({', '.join(ds.input_names)}) are not the model's "
                          f"({', '.join(run.input_names)})")

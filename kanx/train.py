@@ -26,13 +26,15 @@ from kanx.config import register_resolvers
 from kanx.errors import ConfigError, fail
 
 
-def run(cfg: DictConfig) -> dict | None:
+def run(cfg: DictConfig) -> dict | float | tuple | None:
     """Hydra task function: one job, in its own output directory (a single run, or a job of
-    launcher=basic), trained as kanx's launchers train a sweep (kanx.runner.run_command)."""
+    launcher=basic), trained as kanx's launchers train a sweep (kanx.runner.run_command).
+    Returns its record, or with optimized_metric the value(s) a search sweeper reads (kanx.objective)."""
+    from kanx.objective import returned
     from kanx.runner import run_command
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    return run_command([(cfg, run_dir)], run_dir, cfg.get("results_root"))[0]
+    return returned(cfg.get("optimized_metric"), run_command([(cfg, run_dir)], run_dir, cfg.get("results_root"))[0])
 
 
 def _beta_sweep_or_fail(*args) -> str:

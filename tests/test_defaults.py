@@ -86,7 +86,7 @@ def test_conf_composes_every_default_from_the_dataclasses():
 
     from omegaconf import OmegaConf
 
-    from kanx.config import GATE_ESTIMATOR, RunConfig, TrainConfig
+    from kanx.config import GATE_ESTIMATOR, DataConfig, RunConfig, TrainConfig
     from kanx.kan.objective import Costs
     from kanx.kan.spec import KANSpec
     from kanx.loggers import LoggerConfig
@@ -95,6 +95,8 @@ def test_conf_composes_every_default_from_the_dataclasses():
     expected = {"beta": RunConfig.beta, "seed": RunConfig.seed, "device": RunConfig.device,
                 "overwrite": RunConfig.overwrite,
                 "results_root": vocab.RESULTS_ROOT, "condition": {"name": vocab.BASELINE},
+                # issue #50: what a job returns to a search sweeper, and the validation split (none)
+                "optimized_metric": None, "dataset": {"val_fraction": DataConfig.val_fraction},
                 "model": {"gate_estimator": GATE_ESTIMATOR, "edge_cost": Costs.edge, "node_cost": Costs.node,
                           "exit_cost": Costs.exit,
                           "trunk_cost": Costs.trunk, "forward_cost": Costs.forward, "head_cost": Costs.head,
@@ -111,7 +113,7 @@ def test_conf_composes_every_default_from_the_dataclasses():
         for key, value in expected[section].items():
             assert _same(composed_[section][key], value), (
                 f"{section}.{key}: conf/ {composed_[section][key]!r}, dataclass {value!r}")
-    for key in ("beta", "seed", "device", "overwrite", "results_root"):
+    for key in ("beta", "seed", "device", "overwrite", "results_root", "optimized_metric", "dataset"):
         assert _same(composed_[key], expected[key]), key
 
 

@@ -117,7 +117,7 @@ def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monk
 
 @pytest.mark.parametrize(("override", "message"), [
     ("+betta=0.01", "unknown key(s) betta (did you mean beta?); the top level takes: beta, condition, "
-                    "dataset, device, logger, model, overwrite, results_root, seed, train"),
+                    "dataset, device, logger, model, optimized_metric, overwrite, results_root, seed, train"),
     ("+foo=1", "unknown key(s) foo; the top level takes:"),
     ("+condition.edge_gate=true", "unknown key(s) condition.edge_gate (did you mean condition.edge_gates?); "
                                   "condition.* takes: edge_gates, exits, forward, input_gates, name, node_gates"),

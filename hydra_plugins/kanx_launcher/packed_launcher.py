@@ -159,6 +159,7 @@ class PackedLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from hydra_plugins.kanx_launcher.sweeper import held_back_logs, replay
         from kanx.errors import fail
+        from kanx.objective import returned
         from kanx.records import discard_if_empty
         from kanx.runner import check_or_fail, run_command
 
@@ -195,6 +196,6 @@ class PackedLauncher(Launcher):
             ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir),
                             task_name="kanx.train")
             ret.status = JobStatus.COMPLETED
-            ret.return_value = record
+            ret.return_value = returned(cfg.get("optimized_metric"), record)  # a search sweeper's value, or the record
             returns.append(ret)
         return returns

@@ -51,6 +51,16 @@ log = logging.getLogger("kanx")
 JOB_MARKER = ".slurm_job"
 
 
+def check_search_waits(wait: bool, configs: Sequence) -> None:
+    """A search sweeper (optimized_metric) reads each batch's values before it asks for the next, so
+    its batches must be waited for. Raises ConfigError."""
+    from kanx.errors import ConfigError
+
+    if not wait and any(cfg.get("optimized_metric") is not None for cfg in configs):
+        raise ConfigError("hydra.launcher.wait=false returns no values to a search (optimized_metric is set): "
+                          "a search waits for each batch, set hydra.launcher.wait=true")
+
+
 @dataclass
 class SlurmLauncherConf:
     _target_: str = "hydra_plugins.kanx_launcher.slurm_launcher.SlurmLauncher"
@@ -348,6 +358,7 @@ class SlurmLauncher(Launcher):
         with held_back_logs() as held:  # logged once the sweep's log file exists
             try:
                 sbatch = self._check_params()
+                check_search_waits(self.params["wait"], [cfg for cfg, _, _ in jobs])
                 plan = self._plan([(cfg, run_dir) for cfg, run_dir, _ in jobs], self.params["group"])
                 _check_tools()
             except ConfigError as e:  # before anything is written: nothing to remove
@@ -460,10 +471,13 @@ class SlurmLauncher(Launcher):
 
     def _job_return(self, cfg: DictConfig, run_dir: Path, overrides: list, wait: bool,
                     failures: Optional[dict] = None) -> JobReturn:  # noqa: UP045
+        from kanx.objective import returned
+
         ret = JobReturn(overrides=overrides, cfg=cfg, hydra_cfg=cfg, working_dir=str(run_dir), task_name="kanx.train")
         record = records.read_state(run_dir).record
         ret.status = JobStatus.COMPLETED
-        ret.return_value = record  # None with wait=false for runs still to train
+        # None with wait=false for runs still to train; with optimized_metric, what a search sweeper reads
+        ret.return_value = record if record is None else returned(cfg.get("optimized_metric"), record)
         if wait and record is None:
             why = (failures or {}).get(Path(run_dir), "its SLURM task ended without writing it")
             ret.status = JobStatus.FAILED

@@ -27,6 +27,11 @@ class Dataset:
     pairs of a single trajectory, x_{n} -> x_{n+1}, with the test segment right after the
     training one; `test_rmse` is then the multi-step RMSE of free-running rollouts of
     `horizon` steps started at the test states `rollout_starts`.
+
+    x_val, y_val (n_val rows, none by default): a validation split carved from the training
+    data (`carve_validation`, dataset.val_fraction), scored beside the test split so that a
+    search never reads the test set; for a dynamical system it is the end of the training
+    segment, rolled out from `val_rollout_starts`.
     """
 
     name: str
@@ -43,6 +48,9 @@ class Dataset:
     rollout_starts: tuple[int, ...] = ()  # test indices where rollouts start (dynamical only)
     options: dict[str, Any] = field(default_factory=dict)  # resolved options, for the run record
     provenance: dict[str, Any] = field(default_factory=dict)  # file and checksum, or initial condition
+    x_val: torch.Tensor | None = None
+    y_val: torch.Tensor | None = None
+    val_rollout_starts: tuple[int, ...] = ()  # validation indices where rollouts start (dynamical only)
 
     def __post_init__(self) -> None:
         for split in ("x_train", "y_train", "x_test", "y_test"):
@@ -76,6 +84,15 @@ class Dataset:
         return len(self.x_test)
 
     @property
+    def n_val(self) -> int:
+        return 0 if self.x_val is None else len(self.x_val)
+
+    @property
+    def val_horizon(self) -> int | None:
+        """The validation rollouts' length: the test's, or the whole segment where that is shorter."""
+        return None if self.horizon is None else min(self.horizon, self.n_val)
+
+    @property
     def n_inputs(self) -> int:
         return self.x_train.shape[1]
 
@@ -107,3 +124,4 @@ def make_dataset(
         data_seed=data_seed,
         **extra,
     )
+

@@ -74,7 +74,8 @@ def _check_same_kind(datasets: Sequence[Dataset]) -> Dataset:
     first = datasets[0]
 
     def kind(d: Dataset):
-        return (d.n_train, d.n_test, d.n_inputs, d.n_outputs, d.dynamical, d.horizon, d.rollout_starts)
+        return (d.n_train, d.n_test, d.n_inputs, d.n_outputs, d.dynamical, d.horizon, d.rollout_starts, d.n_val,
+                d.val_rollout_starts)
 
     if any(kind(d) != kind(first) for d in datasets):
         raise ValueError("evaluate_members needs datasets of one shape (same sizes and rollouts)")
@@ -90,7 +91,8 @@ def evaluate_members(datasets: Sequence[Dataset], predict: Predict) -> list[dict
     multi-step rollout RMSE of the dataset's rollout plan, "test_rmse_one_step" is added, and
     "rollout_rmse" maps each rung h of `rollout_rungs` (as a string, JSON's key type) to the
     RMSE of the n_test // h rollouts of h steps that tile the test segment. Rollouts of all
-    members run batched, one step at a time.
+    members run batched, one step at a time. A dataset with a validation split adds the same
+    readings of it (`validation_metrics`: "val_rmse", and "val_rmse_one_step" for a dynamical one).
     """
     first = _check_same_kind(datasets)
     predict = _checked(predict, first.n_outputs)
@@ -112,7 +114,24 @@ def evaluate_members(datasets: Sequence[Dataset], predict: Predict) -> list[dict
         for m, row in enumerate(out):
             row.update(test_rmse=float(multi_step[m]), test_rmse_one_step=float(one_step[m]),
                        **{RECORD_ROLLOUT: {str(h): float(values[m]) for h, values in ladder.items()}})
+    if first.n_val:
+        for row, val in zip(out, validation_metrics(datasets, predict), strict=True):
+            row.update(val)
     return out
+
+
+def validation_metrics(datasets: Sequence[Dataset], predict: Predict) -> list[dict]:
+    """The validation split's readings, as the test split's: "val_rmse" (for a dynamical dataset the
+    multi-step RMSE of rollouts tiling the validation segment, at the test's horizon or the whole
+    segment where that is shorter) and, for a dynamical dataset, "val_rmse_one_step"."""
+    first = datasets[0]
+    x_val, y_val = (torch.stack([getattr(d, split) for d in datasets]) for split in ("x_val", "y_val"))
+    one_step = rmse(predict(x_val), y_val)
+    if not first.dynamical:
+        return [{"val_rmse": float(v)} for v in one_step]
+    multi_step = rollout_rmse(predict, x_val, y_val, first.val_horizon, first.val_rollout_starts)
+    return [{"val_rmse": float(multi), "val_rmse_one_step": float(one)} for multi, one in zip(multi_step, one_step,
+                                                                                               strict=True)]
 
 
 def rollout_rmse(predict: Predict, x_test: torch.Tensor, y_test: torch.Tensor, horizon: int, starts) -> torch.Tensor:

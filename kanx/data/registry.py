@@ -18,6 +18,7 @@ from typing import Any
 
 from kanx.data import dynamics, synthetic, tabular
 from kanx.data.dataset import Dataset, family_of
+from kanx.data.validation import carve_validation
 from kanx.errors import ConfigError
 
 
@@ -197,10 +198,25 @@ def check_name(name: Any, loader: str) -> str:
     return name
 
 
-def load_dataset(name: str, *, data_seed: int, loader: str | None = None, **options: Any) -> Dataset:
+def check_val_fraction(value: Any) -> float:
+    """dataset.val_fraction: a number from 0 (no validation split, the paper's protocol) up to, not
+    including, 1. Raises ConfigError."""
+    try:
+        fraction = _real(value)
+    except ValueError:
+        fraction = -1.0
+    if not 0 <= fraction < 1:
+        raise ConfigError(f"dataset.val_fraction={value!r} must be a number from 0 (no validation split) up to, "
+                          "not including, 1, e.g. 0.2")
+    return fraction
+
+
+def load_dataset(name: str, *, data_seed: int, loader: str | None = None, val_fraction: float = 0.0,
+                 **options: Any) -> Dataset:
     """Build the registered dataset `name` (or, with `loader`, the registered dataset
     `loader` under the name `name`: a CSV table called "mydata") from `data_seed` and its
-    options.
+    options; with `val_fraction`, a validation split carved from its training data
+    (dataset.carve_validation).
 
     Raises ConfigError for an unknown name, an unknown or invalid option, and DataError
     for a data file that is missing or fails its checks.
@@ -211,11 +227,13 @@ def load_dataset(name: str, *, data_seed: int, loader: str | None = None, **opti
     if loader is not None:
         name = check_name(name, loader)
     seed = _check_seed(data_seed)
+    fraction = check_val_fraction(val_fraction)
     resolved = resolve_options(spec, options)
     ds = spec.build(name, seed, **resolved)
     if ds.dynamical:
         resolved["horizon"] = ds.horizon  # None resolved to the actual rollout length
-    return replace(ds, options=resolved)
+    ds = replace(ds, options=resolved)
+    return carve_validation(ds, fraction) if fraction else ds
 
 
 # Part of every generated dataset's identity: raise it when a generator draws different data
@@ -235,6 +253,9 @@ def data_hash(ds: Dataset) -> str:
     and CSV data), else a hash of what generated it (GENERATOR_VERSION, the generator's
     parameters in ds.provenance, the options and the data seed)."""
     if "sha256" in ds.provenance:
+        if ds.options.get("val_fraction"):  # the file's rows, split otherwise for training
+            split = f"{ds.provenance['sha256']} val_fraction={ds.options['val_fraction']!r} data_seed={ds.data_seed}"
+            return hashlib.sha256(split.encode()).hexdigest()[:16]
         return str(ds.provenance["sha256"])[:16]
     options = {k: v for k, v in ds.options.items() if OPTIONS_ADDED_LATER.get(k, _NONE) != v}
     made = {"generator": GENERATOR_VERSION, "name": ds.name, "provenance": ds.provenance, "options": options,
