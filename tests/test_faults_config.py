@@ -164,7 +164,8 @@ def test_a_mistyped_key_is_refused_by_the_cli_in_one_line_with_exit_2(tmp_path):
     p = cli(f"results_root={tmp_path}", "+betta=0.01", *TOY_RUN, check=False)
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
         "python -m kanx.train: error: unknown key(s) betta (did you mean beta?); the top level takes: "
-        "beta, condition, dataset, device, logger, model, overwrite, results_root, seed, train"], p.stderr
+        "beta, condition, dataset, device, logger, model, optimized_metric, overwrite, results_root, seed, "
+        "train"], p.stderr
     assert not list(tmp_path.rglob("*"))
 
 
