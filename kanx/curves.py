@@ -145,7 +145,7 @@ class Curves:
         self.logger.log_results(m, final_results(record))
         self._awaiting.discard(m)
         if not self._awaiting:
-            self.end()
+            self.end(finished=True)
 
     def end(self, finished: bool = False) -> None:
         """End the logger's runs, if they have not ended (a pack stopped before every record was written:
