@@ -120,7 +120,8 @@ class RunConfig:
         the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
         may differ in condition, beta, seed and dataset (kanx.trainer.Trainer)."""
         return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator,
-                replace(self.train, pack_size=0, checkpoint_every=0, log_every=0, progress_every_s=0.0), self.device, self.logger)
+                replace(self.train, pack_size=0, checkpoint_every=0, log_every=0, progress_every_s=0.0), self.device,
+                self.logger)
 
 
 def _field_defaults(cls, leave_out: tuple[str, ...] = ()) -> dict:

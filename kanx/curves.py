@@ -17,9 +17,9 @@ training can be watched (`tail -f`, pandas); every checkpoint (periodic, or a si
 kanx.runner.Checkpointer) makes them durable (fsync), and a resumed run starts from the rows up to
 its checkpoint's epoch, the ones after it (written before a hard kill) dropped, so the curve always
 covers epochs 1 .. (last checkpoint or the end). The loggers (kanx.loggers: TensorBoard, MLflow, the
-`logger=` config group) get the same rows, and each run's results once its record is written. The file stays plain while the run trains; once the run
-finishes, kanx.runner stores it as metrics.csv.gz (kanx.records.compress_curve) before sealing the
-record. Everything here reads either (kanx.records.curve_path says which a run has).
+`logger=` config group) get the same rows, and each run's results once its record is written. The
+file stays plain while the run trains; once the run finishes, kanx.runner stores it as
+metrics.csv.gz (kanx.records.compress_curve) before sealing the record. Everything here reads either (kanx.records.curve_path says which a run has).
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ def pack_curves(jobs, trainer: Trainer) -> Curves:
     run_dirs = [j.run_dir for j in jobs]
     pack = Pack(tuple(run_dirs), tuple(tags), tuple(j.container for j in jobs), trainer.epoch,
                 Path(jobs[0].container.get("results_root", ".")))
-    return Curves(run_dirs, cfg.log_every or default_every(cfg.epochs), trainer.epoch, open_logger(runs[0].logger, pack))
+    logger = open_logger(runs[0].logger, pack)
+    return Curves(run_dirs, cfg.log_every or default_every(cfg.epochs), trainer.epoch, logger)
 
 
 def _start(run_dir: Path, resume_epoch: int) -> list[str] | None:

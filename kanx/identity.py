@@ -19,7 +19,8 @@ from kanx.vocab import FACTOR_REGISTRY
 NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile",
                     "train.cuda_graph", "train.log_every", "train.progress_every_s", "dataset.data_dir",
                     "dataset.betas", "logger", "logger.name", "logger.tracking_uri", "logger.experiment",
-                    *(f"logger.{name}{key}" for name, keys in BUILT_IN.items() for key in ("", *(f".{k}" for k in keys))))
+                    *(f"logger.{name}{key}" for name, keys in BUILT_IN.items()
+                      for key in ("", *(f".{k}" for k in keys))))
 # Override keys a run's path names outside the tag <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..:
 # the dataset and condition (group and name; a csv table's path through its stem), beta and seed,
 # and the launcher group, which sets no key of the config.

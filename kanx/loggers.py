@@ -284,7 +284,8 @@ def check_installed(package: str, name: str | None = None) -> None:
 
     name = name or package
     if importlib.util.find_spec(package) is None:
-        raise ConfigError(f"logger={name} needs the {package} package: {INSTALL.get(package, f'pip install {package}')}")
+        install = INSTALL.get(package, f"pip install {package}")
+        raise ConfigError(f"logger={name} needs the {package} package: {install}")
     loads: list[tuple[str, Callable[[], object]]] = [(module, functools.partial(importlib.import_module, module))
                                                      for module in IMPORTS.get(package, (package,))]
     if package == "tensorboard":
@@ -460,7 +461,7 @@ class MLflowLogger(Logger):
         found = self.client.get_experiment_by_name(experiment)
         experiment_id = (found.experiment_id if found
                          else self.client.create_experiment(experiment, artifact_location=artifact_location))
-        self.run_ids, self.ended = [], [False] * len(pack.run_dirs)
+        self.run_ids, self.ended, self.run_dirs = [], [False] * len(pack.run_dirs), pack.run_dirs
         self.steps = [pack.resume_epoch] * len(pack.run_dirs)  # each member's last epoch logged: its results' step
         for m, run_dir in enumerate(pack.run_dirs):
             key = str(run_dir.resolve())
@@ -471,7 +472,8 @@ class MLflowLogger(Logger):
                 run_id = earlier[0].info.run_id
                 self.client.update_run(run_id, status="RUNNING")
             else:
-                run_id = self.client.create_run(experiment_id, run_name=run_dir.name, tags={RUN_DIR_TAG: key}).info.run_id
+                run = self.client.create_run(experiment_id, run_name=run_dir.name, tags={RUN_DIR_TAG: key})
+                run_id = run.info.run_id
                 self._log_params(run_id, pack.hparams(m))
             self.run_ids.append(run_id)
 
@@ -495,10 +497,11 @@ class MLflowLogger(Logger):
 
     def log_results(self, m: int, results: dict) -> None:
         run_id, now = self.run_ids[m], int(time.time() * 1000)
-        self.client.log_batch(run_id, metrics=[self._metric(f"{FINAL}{k}", v, now, self.steps[m]) for k, v in results.items()
-                                               if isinstance(v, float) and math.isfinite(v)])
+        numbers = {k: v for k, v in results.items() if isinstance(v, float) and math.isfinite(v)}
+        self.client.log_batch(run_id, metrics=[self._metric(f"{FINAL}{k}", v, now, self.steps[m])
+                                               for k, v in numbers.items()])
         self.client.set_tag(run_id, STATUS_TAG, str(results.get("status")))
-        record = self.pack.run_dirs[m] / "record.json"
+        record = self.run_dirs[m] / "record.json"
         if record.is_file():
             self.client.log_artifact(run_id, str(record))
         self.client.set_terminated(run_id, status="FAILED" if results.get("status") == "failed" else "FINISHED")

@@ -314,7 +314,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     every = max(1, cfg.epochs // 100)
     resumed_at = (trainer.epoch, time.perf_counter())
     refreshed = [time.monotonic()]
-    ticker = Ticker(cfg.progress_every_s, on=bool(bar.disable))  # off a terminal, a line now and then instead of the bar
+    ticker = Ticker(cfg.progress_every_s, on=bool(bar.disable))  # off a terminal: a line now and then, no bar
     checkpointer = checkpointer or Checkpointer()  # the periodic checkpoints' too, signals or not
     checkpointer.watch(jobs, trainer, curves)
 
