@@ -19,7 +19,8 @@ its checkpoint's epoch, the ones after it (written before a hard kill) dropped, 
 covers epochs 1 .. (last checkpoint or the end). The loggers (kanx.loggers: TensorBoard, MLflow, the
 `logger=` config group) get the same rows, and each run's results once its record is written. The
 file stays plain while the run trains; once the run finishes, kanx.runner stores it as
-metrics.csv.gz (kanx.records.compress_curve) before sealing the record. Everything here reads either (kanx.records.curve_path says which a run has).
+metrics.csv.gz (kanx.records.compress_curve) before sealing the record. Everything here reads
+either (kanx.records.curve_path says which a run has).
 """
 
 from __future__ import annotations
