@@ -235,3 +235,17 @@ def test_wandb_example_logs_offline_into_each_run_folder(tmp_path, monkeypatch):
         summary = wandb_summary(offline / f"run-{run_id}.wandb")
         assert summary["status"] == record["status"]
         assert summary["test_rmse"] == pytest.approx(record["metrics"]["test_rmse"])
+
+
+def test_a_loggers_keys_leave_the_tag_and_values_with_commas_stay_whole():
+    """Hydra's exclude_keys takes exact keys only: kanx drops every logger.* item from the tag
+    itself (a logger of one's own too), keeping a list value's commas inside its item."""
+    from kanx.vocab import folder_tag
+
+    tag = "+logger.mine.tags=[a,b],model.width=[2,5,1],logger.mlflow.experiment=x,train.epochs=3"
+    assert folder_tag(tag) == "model.width=[2,5,1],train.epochs=3"
+    assert folder_tag("+logger.mine._target_=m.Logger") == "default"
+    from kanx.vocab import folder_name
+
+    untouched = "dataset.path=/a/logger.csv,train.epochs=3"  # "logger." inside a value is no key
+    assert folder_tag(untouched) == folder_name(untouched)
