@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import logging
 import os
 from pathlib import Path
 from typing import TextIO
@@ -40,6 +41,7 @@ from kanx.loggers import Logger, Pack, RowLogger, final_results, open_logger
 from kanx.trainer import Progress, Trainer
 
 METRICS, METRICS_GZ = vocab.METRICS, vocab.METRICS_GZ
+log = logging.getLogger("kanx")
 
 
 def default_every(epochs: int) -> int:
@@ -143,7 +145,12 @@ class Curves:
         whose runs end once every member's have."""
         if self._awaiting is None:
             return
-        self.logger.log_results(m, final_results(record))
+        try:
+            self.logger.log_results(m, final_results(record))
+        except Exception as e:  # the run is trained and recorded: a tracker's hiccup fails no run
+            why = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+            log.warning(f"{self.run_dirs[m]}: its results did not reach the logger ({type(e).__name__}"
+                        f"{': ' + why if why else ''}); its record.json holds them")
         self._awaiting.discard(m)
         if not self._awaiting:
             self.end(finished=True)

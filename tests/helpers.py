@@ -141,8 +141,8 @@ class RecordingLogger:
 
     calls: list = []
 
-    def __init__(self, pack, label: str = "mine"):
-        self.pack, self.label = pack, label
+    def __init__(self, pack, label: str = "mine", fail_results: bool = False):
+        self.pack, self.label, self.fail_results = pack, label, fail_results
         RecordingLogger.calls.append(("open", label, [d.name for d in pack.run_dirs], pack.resume_epoch))
 
     def log(self, rows):
@@ -153,6 +153,8 @@ class RecordingLogger:
 
     def log_results(self, m, results):
         RecordingLogger.calls.append(("results", self.label, m, dict(results)))
+        if self.fail_results:
+            raise ConnectionError("tracking server unreachable")
 
     def close(self, finished=True):
         RecordingLogger.calls.append(("close", self.label, finished))

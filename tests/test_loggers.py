@@ -249,3 +249,18 @@ def test_a_loggers_keys_leave_the_tag_and_values_with_commas_stay_whole():
 
     untouched = "dataset.path=/a/logger.csv,train.epochs=3"  # "logger." inside a value is no key
     assert folder_tag(untouched) == folder_name(untouched)
+
+
+def test_a_logger_that_fails_to_take_the_results_fails_no_run(tmp_path, caplog):
+    """Results that do not reach a tracker (a server down) leave every run trained and recorded
+    ok, with one warning a run naming its folder; the tracker's runs still end."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="kanx")
+    configs = jobs(tmp_path, "+logger.mine._target_=helpers.RecordingLogger", "+logger.mine.fail_results=true")
+    assert run_plan(configs) == 0
+    assert [json.loads((d / "record.json").read_text())["status"] for _, d in configs] == ["ok", "ok"]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"{d}: its results did not reach the logger (ConnectionError: tracking server unreachable); "
+                      "its record.json holds them" for _, d in configs]
+    assert RecordingLogger.calls[-1] == ("close", "mine", True)
