@@ -258,7 +258,7 @@ IMPORTS = {"tensorboard": ("tensorboard.compat.proto.event_pb2", "tensorboard.co
            "mlflow": ("mlflow", "mlflow.tracking", "mlflow.entities"),
            "wandb": ("wandb",)}
 INSTALL = {"tensorboard": "pip install 'kanx[tensorboard]'", "mlflow": "pip install 'kanx[mlflow]'",
-           "wandb": "pip install wandb"}
+           "wandb": "pip install 'wandb>=0.19.10'"}
 _NEEDS = {"kanx.loggers.TensorBoardLogger": "tensorboard", "kanx.loggers.MLflowLogger": "mlflow",
           "kanx.loggers.WandbLogger": "wandb"}
 _METHODS = ("log", "flush", "close")
