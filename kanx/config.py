@@ -25,7 +25,7 @@ from kanx.errors import ConfigError
 from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
-from kanx.loggers import LOGGERS, LoggerConfig
+from kanx.loggers import LoggerConfig, logger_config
 from kanx.vocab import (
     CONDITIONS,
     FACTOR_FIELDS,
@@ -85,6 +85,8 @@ class TrainConfig:
     # replay training as CUDA graphs on a GPU (kanx/epoch_graph.py); elsewhere the same static-buffer step runs eagerly
     cuda_graph: bool = False
     log_every: int = 0  # metrics.csv (training curves) every this many epochs; 0: about 200 rows a run
+    # off a terminal (a log file, SLURM's output), a progress line every this many seconds of wall time (0: none)
+    progress_every_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ class RunConfig:
         the shapes (architecture, data sizes, batch size, epochs, warmups, costs, device) and
         may differ in condition, beta, seed and dataset (kanx.trainer.Trainer)."""
         return (replace(self.data, name="", data_seed=0), self.model, self.costs, self.gate_estimator,
-                replace(self.train, pack_size=0, checkpoint_every=0, log_every=0), self.device, self.logger)
+                replace(self.train, pack_size=0, checkpoint_every=0, log_every=0, progress_every_s=0.0), self.device,
+                self.logger)
 
 
 def _field_defaults(cls, leave_out: tuple[str, ...] = ()) -> dict:
@@ -152,7 +155,7 @@ def config_defaults() -> dict:
                   "trunk_cost": costs.trunk, "forward_cost": costs.forward, "head_cost": costs.head,
                   "layer_costs": costs.layers, "input_costs": costs.inputs},
         "train": _field_defaults(TrainConfig),
-        "logger": _field_defaults(LoggerConfig),
+        "logger": {},  # the loggers' nodes, by name (conf/logger/, kanx.loggers.logger_config)
     }
 
 
@@ -254,7 +257,7 @@ def check_beta(run: RunConfig) -> None:
 # and its loader's options (kanx.data.DATASETS).
 _KEYS = config_defaults()
 _ROOT_KEYS = frozenset({*_KEYS, "dataset"})
-_TRAIN_KEYS, _MODEL_KEYS, _LOGGER_KEYS = (frozenset(_KEYS[section]) for section in ("train", "model", "logger"))
+_TRAIN_KEYS, _MODEL_KEYS = (frozenset(_KEYS[section]) for section in ("train", "model"))
 
 
 def _condition_keys() -> frozenset:
@@ -417,7 +420,6 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _check_known(c.get("condition") or {}, _condition_keys(), "condition")
     _check_known(c.get("train") or {}, _TRAIN_KEYS, "train")
     _check_known(c.get("model") or {}, _MODEL_KEYS, "model")
-    _check_known(c.get("logger") or {}, _LOGGER_KEYS, "logger")
     c = with_defaults(c)
     d, m, t, cond, lg = c["dataset"], c["model"], c["train"], c["condition"], c["logger"]
 
@@ -468,6 +470,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         compile=_bool(t["compile"], "train.compile"),
         cuda_graph=_bool(t["cuda_graph"], "train.cuda_graph"),
         log_every=_int(t["log_every"], "train.log_every"),
+        progress_every_s=_num(t["progress_every_s"], "train.progress_every_s"),
     )
     _require(train.grid_update_count >= 0 and train.grid_update_every >= 1,
              "train.grid_update_count must be >= 0 and train.grid_update_every >= 1")
@@ -477,6 +480,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
              f"train.tau_x_epochs={train.tau_x_epochs} must be >= 1, or null (anneal over all epochs)")
     _require(train.pack_size >= 1, f"train.pack_size={train.pack_size} must be >= 1")
     _require(train.log_every >= 0, f"train.log_every={train.log_every} must be >= 0 (0: about 200 rows a run)")
+    _require(train.progress_every_s >= 0,
+             f"train.progress_every_s={train.progress_every_s} must be >= 0 (0: no progress lines)")
     _require(train.checkpoint_every >= 0,
              f"train.checkpoint_every={train.checkpoint_every} must be >= 0 (0: no checkpoints)")
 
@@ -523,15 +528,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m["gate_estimator"], "model.gate_estimator", GATE_ESTIMATORS),
                      train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"),
-                     logger=_logger(lg))
-
-
-def _logger(node: dict) -> LoggerConfig:
-    uri, experiment = node["tracking_uri"], node["experiment"]
-    _require(uri is None or isinstance(uri, str), f"logger.tracking_uri={uri!r} must be null "
-                                                  "(sqlite:///<results_root>/mlflow.db) or a URI")
-    _require(isinstance(experiment, str) and experiment != "", f"logger.experiment={experiment!r} must be a name")
-    return LoggerConfig(name=_choice(node["name"], "logger.name", LOGGERS), tracking_uri=uri, experiment=experiment)
+                     logger=logger_config(lg))
 
 
 def _cost_list(value, key: str, n: int | None, what: str) -> tuple[float, ...] | None:

@@ -16,10 +16,11 @@ The rows are appended to the live file as they are made, on the log cadence, so 
 training can be watched (`tail -f`, pandas); every checkpoint (periodic, or a signal's,
 kanx.runner.Checkpointer) makes them durable (fsync), and a resumed run starts from the rows up to
 its checkpoint's epoch, the ones after it (written before a hard kill) dropped, so the curve always
-covers epochs 1 .. (last checkpoint or the end). A logger (kanx.loggers: TensorBoard, MLflow, the
-`logger=` config group) gets the same rows. The file stays plain while the run trains; once the run
-finishes, kanx.runner stores it as metrics.csv.gz (kanx.records.compress_curve) before sealing the
-record. Everything here reads either (kanx.records.curve_path says which a run has).
+covers epochs 1 .. (last checkpoint or the end). The loggers (kanx.loggers: TensorBoard, MLflow, the
+`logger=` config group) get the same rows, and each run's results once its record is written. The
+file stays plain while the run trains; once the run finishes, kanx.runner stores it as
+metrics.csv.gz (kanx.records.compress_curve) before sealing the record. Everything here reads
+either (kanx.records.curve_path says which a run has).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import logging
 import os
 from pathlib import Path
 from typing import TextIO
@@ -35,10 +37,11 @@ import torch
 
 from kanx import records, vocab
 from kanx.kan.objective import complexity
-from kanx.loggers import NoLogger, RowLogger, open_logger
+from kanx.loggers import Logger, Pack, RowLogger, final_results, open_logger
 from kanx.trainer import Progress, Trainer
 
 METRICS, METRICS_GZ = vocab.METRICS, vocab.METRICS_GZ
+log = logging.getLogger("kanx")
 
 
 def default_every(epochs: int) -> int:
@@ -48,10 +51,12 @@ def default_every(epochs: int) -> int:
 
 class Curves:
     """The curves of a pack's runs: each member's rows appended to its run's live metrics.csv on
-    the cadence (one small write a member), and handed to ``logger`` (kanx.loggers)."""
+    the cadence (one small write a member), and handed to ``logger`` (kanx.loggers), which gets
+    each member's results too (log_results) and stays open until it has them all, or ``end``."""
 
     def __init__(self, run_dirs: list[Path], every: int, resume_epoch: int = 0, logger: RowLogger | None = None):
-        self.run_dirs, self.every, self.logger = [Path(d) for d in run_dirs], every, logger or NoLogger()
+        self.run_dirs, self.every, self.logger = [Path(d) for d in run_dirs], every, logger or Logger()
+        self._awaiting: set[int] | None = set(range(len(self.run_dirs)))  # members whose results the logger awaits
         self.columns: list[list[str] | None] = [_start(d, resume_epoch) for d in self.run_dirs]
         # Each member's live file stays open for appending while the pack trains (as many as the
         # process's file limit allows comfortably; the rest are opened per row): opening hundreds
@@ -124,24 +129,51 @@ class Curves:
                 raise records.cannot_write(path, e) from e
         self.logger.flush()
 
-    def close(self, finished: bool = True) -> None:
-        """The training is over (``finished``, or stopped): the live files are closed, the logger's runs end."""
+    def close(self, finished: bool = True, results: bool = False) -> None:
+        """The training is over (``finished``, or stopped): the live files are closed, and the logger's
+        runs end now, or, with ``results`` (a finished pack whose records follow), once each member's
+        results are in (log_results), or at ``end``."""
         try:
             for m in list(self._files):
                 self._close_file(m)
         finally:
+            if not (finished and results):
+                self.end(finished)
+
+    def log_results(self, m: int, record: dict) -> None:
+        """Member m's record is written: its results (kanx.loggers.final_results) go to the logger,
+        whose runs end once every member's have."""
+        if self._awaiting is None:
+            return
+        try:
+            self.logger.log_results(m, final_results(record))
+        except Exception as e:  # the run is trained and recorded: a tracker's hiccup fails no run
+            why = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+            log.warning(f"{self.run_dirs[m]}: its results did not reach the logger ({type(e).__name__}"
+                        f"{': ' + why if why else ''}); its record.json holds them")
+        self._awaiting.discard(m)
+        if not self._awaiting:
+            self.end(finished=True)
+
+    def end(self, finished: bool = False) -> None:
+        """End the logger's runs, if they have not ended (a pack stopped before every record was written:
+        not ``finished``)."""
+        if self._awaiting is not None:
+            self._awaiting = None
             self.logger.close(finished)
 
 
 def pack_curves(jobs, trainer: Trainer) -> Curves:
     """The curves of a pack's runs (kanx.jobs.Job), from the trainer's epoch (a resume's
-    checkpoint epoch) on, with the logger of their config (`logger=`: kanx.loggers)."""
+    checkpoint epoch) on, with the loggers of their config (`logger=`: kanx.loggers)."""
     runs, cfg = [j.run for j in jobs], trainer.train_cfg
     tags = [{"dataset": r.data.name, "condition": r.condition.name, "beta": r.beta, "seed": r.seed,
              "config_hash": j.config_hash}
             for r, j in zip(runs, jobs, strict=True)]
     run_dirs = [j.run_dir for j in jobs]
-    logger = open_logger(runs[0].logger, run_dirs, tags, trainer.epoch, jobs[0].container.get("results_root", "."))
+    pack = Pack(tuple(run_dirs), tuple(tags), tuple(j.container for j in jobs), trainer.epoch,
+                Path(jobs[0].container.get("results_root", ".")))
+    logger = open_logger(runs[0].logger, pack)
     return Curves(run_dirs, cfg.log_every or default_every(cfg.epochs), trainer.epoch, logger)
 
 

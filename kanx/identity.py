@@ -9,16 +9,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import fields
 
-from kanx.loggers import LoggerConfig
+from kanx.loggers import BUILT_IN
 from kanx.vocab import FACTOR_REGISTRY
 
 # Keys that do not change a run's numbers: left out of its identity hash, and out of its
-# sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group) and its keys too.
+# sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group), the keys of conf/logger/'s
+# loggers (logger.mlflow.experiment, ...) and those of kanx 0.1.0 (logger.name, ...) too.
 NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile",
-                    "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas",
-                    "logger", *(f"logger.{f.name}" for f in fields(LoggerConfig)),
+                    "train.cuda_graph", "train.log_every", "train.progress_every_s", "dataset.data_dir",
+                    "dataset.betas", "logger", "logger.name", "logger.tracking_uri", "logger.experiment",
+                    *(f"logger.{name}{key}" for name, keys in BUILT_IN.items()
+                      for key in ("", *(f".{k}" for k in keys))),
                     "optimized_metric")  # what a job returns to a search sweeper, not what it trains
 # Override keys a run's path names outside the tag <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..:
 # the dataset and condition (group and name; a csv table's path through its stem), beta and seed,

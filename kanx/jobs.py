@@ -40,7 +40,7 @@ from kanx.config import (
     to_container,
 )
 from kanx.errors import ConfigError
-from kanx.loggers import check_installed
+from kanx.loggers import check_loggers
 from kanx.objective import check as check_objective
 from kanx.objective import sweeper_directions
 from kanx.record import Record
@@ -101,7 +101,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         check_results_root(container.get("results_root", RESULTS_ROOT))
         run = run_config_from(container)
         check_beta(run)
-        check_installed(run.logger)  # logger=tensorboard without it: refused before training, not by each pack
+        check_loggers(run.logger)  # logger=tensorboard without it: refused before training, not by each pack
         resolve_device(run.device)  # device=cuda without one: refused here, before any compute
         ds = load_data(run)
         check_against_data(run, ds.n_train)

@@ -35,6 +35,7 @@ from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.jobs import Job, LaunchPlan, launch, load_data, starting
 from kanx.load import model_file, read_model_file
+from kanx.progress import Ticker, progress_line
 from kanx.record import Record
 from kanx.trainer import Trainer, describe_device
 from kanx.vocab import DEFAULT_GROUP
@@ -172,7 +173,8 @@ def train_pack(jobs: Sequence[Job], checkpointer: Checkpointer | None = None) ->
         return
     finished: list[Path] = []
     try:
-        _train_pack(jobs, start, checkpointer, finished)
+        with contextlib.ExitStack() as pending:  # what a pack stopped part way leaves open: its loggers' runs
+            _train_pack(jobs, start, checkpointer, finished, pending)
     except (KeyboardInterrupt, StorageError):
         raise
     except Exception:
@@ -278,22 +280,6 @@ def _segments(job: Job, where: dict, epoch: int, seconds: float) -> list[dict]:
     return [*job.history, {**where, "epochs": [job.resume_epoch, epoch], "train_s": round(seconds, 3)}]
 
 
-def _duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
-    return f"{seconds / 60:.1f} min"
-
-
-def _progress_line(trainer: Trainer, progress, name: str, epochs: int, resumed_at: tuple[int, float]) -> str:
-    """One line per checkpoint for logs that are not a terminal (background runs, SLURM)."""
-    done = trainer.epoch - resumed_at[0]
-    rate = done / (time.perf_counter() - resumed_at[1]) if done else 0.0
-    left = _duration((epochs - trainer.epoch) / rate) if rate else "?"
-    loss = progress.loss[progress.alive].mean().item() if progress.alive.any() else float("nan")
-    return (f"{name}: epoch {trainer.epoch}/{epochs}, mean loss {loss:.4g}, {int(progress.alive.sum())} alive, "
-            f"{rate:.2f} epochs/s, about {left} left; checkpoint written")
-
-
 def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torch.Tensor]:
     """Each member's dataset and scaling (fitted on its training data), and the stacked
     model-scaled training data x (M, N, n_0), y (M, N, n_L) a Trainer trains on."""
@@ -307,9 +293,10 @@ def pack_data(runs: Sequence[RunConfig]) -> tuple[list, list, torch.Tensor, torc
     return datasets, scalings, x, y
 
 
-def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path]) -> None:
+def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | None, finished: list[Path],
+                pending: contextlib.ExitStack) -> None:
     """Train the pack, then write each run's model and record; ``finished`` gets each run's folder
-    once its record is written."""
+    once its record is written; ``pending`` ends the loggers' runs where the pack stops part way."""
     runs = [j.run for j in jobs]
     device = resolve_device(runs[0].device)
     datasets, scalings, x, y = pack_data(runs)
@@ -319,13 +306,15 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         log.info(f"resuming {len(jobs)} run(s) from epoch {trainer.epoch}")
 
     cfg = runs[0].train
-    curves = pack_curves(jobs, trainer)  # metrics.csv, appended on the log cadence, and the `logger=` tracker
+    curves = pack_curves(jobs, trainer)  # metrics.csv, appended on the log cadence, and the `logger=` trackers
+    pending.callback(curves.end)
     name = (f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} "
             f"{'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}")
     bar = tqdm(total=cfg.epochs, initial=trainer.epoch, desc=name, disable=None, leave=False, dynamic_ncols=True)
     every = max(1, cfg.epochs // 100)
     resumed_at = (trainer.epoch, time.perf_counter())
     refreshed = [time.monotonic()]
+    ticker = Ticker(cfg.progress_every_s, on=bool(bar.disable))  # off a terminal: a line now and then, no bar
     checkpointer = checkpointer or Checkpointer()  # the periodic checkpoints' too, signals or not
     checkpointer.watch(jobs, trainer, curves)
 
@@ -342,17 +331,23 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
             bar.set_postfix(loss=f"{loss:.4g}", open_gates=f"{open_gates:.0f}")
         if cfg.checkpoint_every and trainer.epoch % cfg.checkpoint_every == 0 and trainer.epoch < cfg.epochs:
             checkpointer.save()
-            log.info(_progress_line(trainer, progress, name, cfg.epochs, resumed_at))
+            log.info(progress_line(name, trainer.epoch, cfg.epochs, progress.loss, progress.alive, resumed_at)
+                     + "; checkpoint written")
+            ticker.reset()
+        elif ticker.due():
+            log.info(progress_line(name, trainer.epoch, cfg.epochs, progress.loss, progress.alive, resumed_at))
 
     try:
         trainer.train(on_epoch, host_every=(curves.every, cfg.checkpoint_every))
     finally:
         checkpointer.watch((), None)
-        curves.close(finished=trainer.epoch >= cfg.epochs)
+        curves.close(finished=trainer.epoch >= cfg.epochs, results=True)
         bar.close()
 
     wall = time.perf_counter() - start
     where = _where(device)
+    scoring = time.perf_counter()
+    log.info(f"{name}: trained; scoring {len(jobs)} run(s) (each model.pt on its data)")
     for m, job in enumerate(jobs):
         # The record's metrics are those of model.pt, scored alone (kanx.evaluate.score): the
         # numbers do not depend on the pack, and kanx.evaluate reproduces them bit for bit on this
@@ -374,6 +369,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         records.compress_curve(job.run_dir)  # a finished run's curve is kept gzipped; the marker vouches for the .gz
         rec.write(job.run_dir)
         finished.append(job.run_dir)
+        curves.log_results(m, rec.fields)
         with contextlib.suppress(OSError):  # on a file system turned read-only: beside a sealed record it is never read
             (job.run_dir / records.CHECKPOINT).unlink(missing_ok=True)
         unit = f" {datasets[m].target_unit}" if datasets[m].target_unit else ""
@@ -381,6 +377,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         log.info(f"[{status}] {job.label}{quick}: test_rmse={metrics['test_rmse']:.4g}{unit} "
                  f"edges={structure['contributing_edges']} depth={structure['depth']} exit={structure['exit']} -> "
                  f"{job.run_dir / records.RECORD}")
+    log.info(f"{name}: scored {len(jobs)} run(s) in {time.perf_counter() - scoring:.1f} s")
 
 
 def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | None]:

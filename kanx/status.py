@@ -26,7 +26,9 @@ folders found on disk count too. A sweep folder without a manifest (results writ
 manifests, such as results/paper) expects only the runs on disk, and the status says so in one
 line: nothing there says what was launched, so nothing is guessed.
 
-ETA: the steps left at the recorded pack step rate, sweeps one after another (kanx.eta says how).
+ETA: the steps left at the recorded pack step rate, sweeps one after another (kanx.eta says how);
+before any record, at the pace of the running process (its checkpoints' last stretch, or before
+its first checkpoint its live metrics.csv: the last row's epoch and elapsed_s).
 Failed runs count as left: the next invocation retries them.
 
 Reads only files; imports torch only to read a checkpoint (its epoch, last stretch and pack).
@@ -35,6 +37,7 @@ Reads only files; imports torch only to read a checkpoint (its epoch, last stret
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -55,6 +58,7 @@ from kanx.vocab import (  # UNGATED: no beta sweep, seeds only at beta 0
     CHECKPOINT,
     LOCK,
     MANIFEST,
+    METRICS,
     RECORD,
     UNGATED,
 )
@@ -134,6 +138,9 @@ def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, f
     ckpt, bad = load_checkpoint(run_dir) if has_checkpoint else (None, None)
     epoch, stretch, pack = _checkpoint_facts(ckpt) if ckpt is not None else (None, None, None)
     if lock_is_live(run_dir):
+        if stretch is None:  # no checkpoint yet: the live curve says how far, and in how long
+            stretch = live_progress(run_dir)
+            epoch = stretch[0] if stretch else epoch
         return "running", epoch, None, stretch, pack, None
     if state.problem:  # read_state found a record it does not trust: not finished, however it looks
         return "corrupt", epoch, None, stretch, pack, state.problem
@@ -142,6 +149,26 @@ def run_state(run_dir: Path) -> tuple[str, int | None, dict | None, tuple[int, f
             return "bad checkpoint", None, None, None, None, f"{run_dir / CHECKPOINT} {bad}"
         return "checkpointed", epoch, None, stretch, pack, None
     return "missing", None, None, None, None, None
+
+
+def live_progress(run_dir: Path) -> tuple[int, float] | None:
+    """(epochs, training seconds) of a running run's last curve row (its live metrics.csv: epoch,
+    elapsed_s), for an ETA before its first checkpoint; None where it has no such row yet."""
+    try:
+        with open(run_dir / METRICS, newline="") as f:
+            lines = f.read().splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError):
+        return None
+    complete = [line for line in lines if line.endswith("\n")]  # a row cut by a writer mid-append is left out
+    if len(complete) < 2:
+        return None
+    header, last = next(csv.reader(complete[:1])), next(csv.reader(complete[-1:]))
+    row = dict(zip(header, last, strict=False))
+    try:
+        epochs, seconds = int(row["epoch"]), float(row["elapsed_s"])
+    except (KeyError, ValueError):
+        return None
+    return (epochs, seconds) if epochs > 0 and seconds > 0 else None
 
 
 def find_sweeps(root: Path) -> dict[Path, list[Path]]:
@@ -253,7 +280,8 @@ def format_table(sweeps: list[Sweep]) -> str:
     eta = total_eta(sweeps)
     unknown = sum(s.eta_s is None for s in sweeps)
     rows.append(["all", str(sum(len(s.runs) for s in sweeps)), *(str(total[k]) for k in shown), duration(eta), ""])
-    notes = ["running / checkpointed: n@epoch (the epochs their checkpoints hold)",
+    notes = ["running / checkpointed: n@epoch (the epochs their checkpoints hold; before a running run's first "
+             "checkpoint, its live metrics.csv's)",
              "ETA: the runs left (failed ones are retried) at the recorded pack step rate "
              "(or, before any record, the running process's own), sweeps one after another; "
              "a pack shared by several sweeps (mixed packs) counts once in the total"]

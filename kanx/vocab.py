@@ -330,8 +330,20 @@ def folder_name(value) -> str:
 
 
 def folder_tag(overrides: str | None) -> str:
-    """The <tag> folder name of a sweep's overrides (folder_name), "default" for none."""
+    """The <tag> folder name of a sweep's overrides (folder_name), "default" for none. A logger's
+    keys (logger.<name>.<key>, of a logger of one's own too) name no run: they are left out, as
+    Hydra's exclude_keys leaves out those it can list (kanx.identity.TAG_EXCLUDED)."""
+    overrides = _without_logger_keys(overrides) if overrides and "logger." in overrides else overrides
     return folder_name(overrides) if overrides else "default"
+
+
+def _without_logger_keys(overrides: str) -> str:
+    """Hydra's override_dirname (key=value items joined by ",", a value may hold commas) without
+    the items whose key is below `logger`."""
+    import re  # here, not at the top: this module imports nothing
+
+    items = re.split(r",(?=[+~]{0,2}[A-Za-z_][\w.@/-]*=)", overrides)
+    return ",".join(item for item in items if not item.lstrip("+~").startswith("logger."))
 
 
 def run_folder(beta, seed) -> str:

@@ -133,3 +133,28 @@ def run_until_interrupted(configs, epoch: int, monkeypatch, checkpoint_every: in
         patch.setattr(Trainer, "run_epoch", interrupted)
         with pytest.raises(KeyboardInterrupt):
             run_jobs(configs, **run_kw)
+
+
+class RecordingLogger:
+    """A logger of one's own (`+logger.mine._target_=helpers.RecordingLogger`), not a subclass of
+    kanx.loggers.Logger: it keeps every call in ``RecordingLogger.calls`` (cleared by the tests)."""
+
+    calls: list = []
+
+    def __init__(self, pack, label: str = "mine", fail_results: bool = False):
+        self.pack, self.label, self.fail_results = pack, label, fail_results
+        RecordingLogger.calls.append(("open", label, [d.name for d in pack.run_dirs], pack.resume_epoch))
+
+    def log(self, rows):
+        RecordingLogger.calls.append(("log", self.label, [dict(r) for r in rows]))
+
+    def flush(self):
+        RecordingLogger.calls.append(("flush", self.label))
+
+    def log_results(self, m, results):
+        RecordingLogger.calls.append(("results", self.label, m, dict(results)))
+        if self.fail_results:
+            raise ConnectionError("tracking server unreachable")
+
+    def close(self, finished=True):
+        RecordingLogger.calls.append(("close", self.label, finished))

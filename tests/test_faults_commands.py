@@ -349,15 +349,17 @@ def test_a_read_only_file_system_is_named_as_such_not_as_a_permission(tmp_path, 
 
 
 def test_a_logger_installed_but_broken_is_refused_before_compute(monkeypatch):
-    from kanx.loggers import LoggerConfig, check_installed
+    from kanx.loggers import check_loggers, logger_config
 
     if importlib.util.find_spec("tensorboard") is None:
         pytest.skip("tensorboard is not installed")
-    check_installed(LoggerConfig(name="tensorboard"))
+    tensorboard = logger_config({"tensorboard": {"_target_": "kanx.loggers.TensorBoardLogger"}})
+    check_loggers(tensorboard)
     monkeypatch.setitem(sys.modules, "tensorboard.compat.proto.event_pb2", None)  # a broken install: the import fails
     with pytest.raises(ConfigError, match=r"^logger=tensorboard: the installed tensorboard does not import "
-                                          r"\(tensorboard.compat.proto.event_pb2: ModuleNotFoundError"):
-        check_installed(LoggerConfig(name="tensorboard"))
+                                          r"\(tensorboard.compat.proto.event_pb2: ModuleNotFoundError.*"
+                                          r"pip install --force-reinstall 'kanx\[tensorboard\]'$"):
+        check_loggers(tensorboard)
 
 
 def test_status_calls_a_text_checkpoint_not_a_torch_file(tmp_path):

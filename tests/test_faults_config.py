@@ -125,15 +125,22 @@ def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monk
     # a null option was dropped before the loader saw it
     ("+dataset.horizon=null", "unknown key(s) dataset.horizon; dataset.* takes:"),
     ("+train.epoch=3", "unknown key(s) train.epoch (did you mean train.epochs?)"),
-    ("+logger.experment=x", "unknown key(s) logger.experment (did you mean logger.experiment?)"),
-    ("logger.name=wandb", "logger.name='wandb' is not one of: none, tensorboard, mlflow"),
+    ("logger=mlflow +logger.mlflow.experment=x",
+     "unknown key(s) logger.mlflow.experment (did you mean logger.mlflow.experiment?); logger.mlflow.* takes: "
+     "_target_, tracking_uri, experiment, artifact_location"),
+    ("+logger.experment=x", "logger.experment='x' is not a logger's config: a node with _target_"),
+    ("+logger.name=wandb", "logger.name='wandb' is not one of: none, tensorboard, mlflow"),  # the form before 2026-12
+    ("+logger.mine._target_=kanx.nowhere.Logger", "logger.mine._target_='kanx.nowhere.Logger' is not a class kanx "
+                                                 "can import ("),
+    ("+logger.mine._target_=builtins.dict", "logger.mine._target_='builtins.dict' is no logger: it lacks log, flush, "
+                                            "close (subclass kanx.loggers.Logger)"),
     # a group's option sets keys elsewhere: "unknown key(s) launcher" named no key the user typed
     ("+launcher.foo=1", "launcher.foo is no key of the run: launcher=packed|basic|slurm picks the launcher; its "
                         "settings are hydra.launcher.<key> (e.g. hydra.launcher.pack_size=10;"),
 ])
 def test_a_key_the_run_does_not_read_is_refused_with_a_did_you_mean(tmp_path, override, message):
     with pytest.raises(ConfigError) as e:
-        run_jobs([(composed(override, *TOY_RUN), tmp_path / "run")])
+        run_jobs([(composed(*override.split(), *TOY_RUN), tmp_path / "run")])
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
     assert not (tmp_path / "run").exists()
 

@@ -186,3 +186,30 @@ def test_a_mixed_pack_before_any_record_has_an_eta_and_counts_once_in_the_total(
         assert s.eta_s == pytest.approx((20 - 6) * batches / rate, rel=1e-6)
     assert total_eta(sweeps) == pytest.approx(max(s.eta_s for s in sweeps), rel=1e-6)  # one pack, counted once
     assert total_eta(sweeps) < sum(s.eta_s for s in sweeps)
+
+
+def test_a_running_run_before_its_first_checkpoint_has_an_eta_from_its_live_curve(tmp_path):
+    """A run that holds its lock and has no checkpoint yet, nor any record in its sweep: the ETA
+    comes from its live metrics.csv (the last row's epoch and elapsed_s, a row cut mid-append
+    left out), at the manifest's protocol, instead of "?"; shown as running at that epoch."""
+    from helpers import TOY
+
+    from kanx.eta import duration
+    from kanx.jobs import launch
+    from kanx.plan import sweep_jobs
+    from kanx.status import format_table
+
+    configs = sweep_jobs("sin_xy2", "E", [f"results_root={tmp_path}", "seed=0", "beta=0.1", "train.epochs=100",
+                                                   "train.warmup=4", *TOY])
+    launch(configs, manifest=False).write_manifests()
+    run_dir = configs[0][1]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "lock").write_text("")
+    (run_dir / "metrics.csv").write_text("epoch,loss,elapsed_s\n10,0.5,2.0\n20,0.4,4.0\n30,0.3,6")  # 30: cut
+    (sweep,) = collect(tmp_path)
+    (run,) = sweep.runs
+    assert (run.state, run.epoch, run.stretch) == ("running", 20, (20, 4.0))
+    assert sweep.eta_s == pytest.approx((100 - 20) * 4.0 / 20)  # 80 epochs left at 5 epochs/s
+    assert duration(sweep.eta_s) in format_table([sweep]) and "1@20" in format_table([sweep])
+    (run_dir / "metrics.csv").write_text("epoch,loss,elapsed_s\n")  # no row yet: no pace to go by
+    assert collect(tmp_path)[0].eta_s is None

@@ -2,11 +2,14 @@
 kept open, as kanx does, against opened for every row, as it did before); then the packed epoch
 time with the training curves off (the reference), with their rows made but not written, with
 rows appended to every run's live metrics.csv (kanx.curves, the default), and with
-`logger=tensorboard` on top (kanx.loggers), each as a ratio to the reference timed in the same
-process. Nothing is written outside a temporary folder.
+`logger=tensorboard` and `logger=mlflow` on top (kanx.loggers; MLflow's local SQLite store, where
+mlflow is installed), each as a ratio to the reference timed in the same process. Opening a
+logger (a tracker run a member, with its config as hyperparameters) is left out of the epoch
+times and reported apart, as is sending a finished pack's results (log_results and close: what
+the runner does once the records are written). Nothing is written outside a temporary folder.
 
     python scripts/benchmarks/bench_logging.py [--device cuda] [--cuda-graph] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
-        [--epochs 200] [--log-every 50] [--repeats 3]
+        [--epochs 200] [--log-every 50] [--repeats 3] [--modes reference rows live tensorboard mlflow]
 
 The pack is what `python -m kanx.reproduce --group all` would train for these datasets and seeds
 (Nguyen F1 to F8, seeds 0 to 2, the eight conditions: 624 members). --log-every is the cadence
@@ -19,6 +22,7 @@ machine), and "at cadence" that time spread over the cadence, against the refere
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -27,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-MODES = ("reference", "rows", "live", "tensorboard")
+MODES = ("reference", "rows", "live", "tensorboard", "mlflow")
+LOGGED = ("tensorboard", "mlflow")  # the modes with a tracker on top of the live files
 
 
 def appends_alone(tmp: Path, members: int, repeats: int, rows: int = 20) -> None:
@@ -72,15 +77,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=200, help="epochs timed per mode and repeat")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--modes", nargs="+", default=None, choices=MODES,
+                    help="default: all, mlflow only where it is installed")
     a = ap.parse_args(argv)
     os.environ.setdefault("KANX_DATA_DIR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+    import importlib.util
+
     import kanx.curves
-    from kanx.loggers import LoggerConfig, open_logger
+    from kanx.loggers import Pack, logger_config, open_logger
     from kanx.plan import one_pack
     from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
     from kanx.vocab import PAPER_CONDITIONS
 
+    modes = a.modes or [m for m in MODES if m != "mlflow" or importlib.util.find_spec("mlflow")]
+    if "reference" not in modes:
+        modes.insert(0, "reference")
     conditions = a.conditions or list(PAPER_CONDITIONS)
     device = torch.device(a.device)
     tmp = Path(tempfile.mkdtemp(prefix="bench_logging."))
@@ -97,15 +109,28 @@ def main(argv: list[str] | None = None) -> int:
 
     append = kanx.curves._append
 
+    opened: dict[str, list[float]] = {mode: [] for mode in LOGGED}
+    finished: dict[str, list[float]] = {mode: [] for mode in LOGGED}
+    record = {"status": "ok", "metrics": {"test_rmse": 0.01, "train_rmse": 0.009, "contributing_edges": 7, "depth": 2,
+                                          "exit": 2, "open_gates": 9, "bias_terms": 1}}
+
+    tags = tuple({"dataset": j.run.data.name, "condition": j.run.condition.name, "beta": j.run.beta,
+                  "seed": j.run.seed, "config_hash": j.config_hash} for j in pack)  # as kanx.curves.pack_curves
+
     def timed(mode: str, i: int) -> tuple[float, list[float]]:
         trainer = Trainer(runs, x, y, datasets[0].n_train, device)
         dirs = [tmp / mode / str(i) / str(m) for m in range(len(pack))]
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
+            (d / "record.json").write_text(json.dumps(record))  # what MLflow keeps as an artifact
         curves = None
         if mode != "reference":
-            logger = open_logger(LoggerConfig(name="tensorboard" if mode == "tensorboard" else "none"), dirs,
-                                 [{}] * len(dirs))
+            t0 = time.perf_counter()
+            logger = open_logger(logger_config({"name": mode if mode in LOGGED else "none"}),
+                                 Pack(tuple(dirs), tags, tuple(j.container for j in pack),
+                                      0, tmp / mode / str(i)))
+            if mode in LOGGED:
+                opened[mode].append(time.perf_counter() - t0)
             curves = kanx.curves.Curves(dirs, a.log_every, 0, logger)
         kanx.curves._append = (lambda path, columns, row, out=None: list(row)) if mode == "rows" else append
         adds: list[float] = []
@@ -124,14 +149,19 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         if curves:
-            curves.close()
+            curves.close(results=True)
+            t0 = time.perf_counter()
+            for m in range(len(dirs)):
+                curves.log_results(m, record)
+            if mode in LOGGED:
+                finished[mode].append(time.perf_counter() - t0)
         return seconds, adds
 
     appends_alone(tmp / "appends", len(pack), a.repeats)
     timed("reference", -1)  # warm-up: allocator, compile, graph capture
-    times, adds = {mode: [] for mode in MODES}, {mode: [] for mode in MODES}
+    times, adds = {mode: [] for mode in modes}, {mode: [] for mode in modes}
     for i in range(a.repeats):
-        for mode in MODES:
+        for mode in modes:
             seconds, add = timed(mode, i)
             times[mode].append(seconds)
             adds[mode] += add
@@ -139,13 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     ref = statistics.median(times["reference"])
     rows_logged = a.epochs // a.log_every
     print(f"{'mode':<12} {'s/epoch':>10} {'ratio':>7} {'per row (ms)':>13} {'at cadence':>11}")
-    for mode in MODES:
+    for mode in modes:
         t = statistics.median(times[mode])
         per_row = statistics.median(adds[mode]) if adds[mode] else 0.0
         print(f"{mode:<12} {t / a.epochs:>10.5f} {t / ref:>7.3f} {per_row * 1e3:>13.2f} "
               f"{1 + per_row / (a.log_every * ref / a.epochs):>11.4f}")
     size = sum(p.stat().st_size for p in (tmp / "live" / "0").rglob("metrics.csv"))
     print(f"live metrics.csv of the pack: {size / 1e3:.0f} kB after {rows_logged} rows a member")
+    for mode in LOGGED:
+        if opened[mode]:
+            print(f"{mode}: opening the pack's {len(pack)} tracker runs {statistics.median(opened[mode]):.2f} s, "
+                  f"their results and close {statistics.median(finished[mode]):.2f} s (medians, outside the epochs)")
     import shutil
 
     shutil.rmtree(tmp, ignore_errors=True)
