@@ -28,15 +28,19 @@ def _version() -> str:
 __version__ = _version()
 
 
-_LAZY = {"load_run": "kanx.load", "TrainedRun": "kanx.load", "load_runs": "kanx.analyze.collect"}
+_LAZY = ("load_run", "TrainedRun", "load_runs")
 
 
 def __getattr__(name: str):
-    # Lazy, so `import kanx.analyze` does not pull in torch.
-    if name in _LAZY:
-        from importlib import import_module
+    # Lazy, so `import kanx.analyze` does not pull in torch (and `import kanx` pandas).
+    if name == "load_runs":
+        from kanx.analyze import collect
 
-        return getattr(import_module(_LAZY[name]), name)
+        return collect.load_runs
+    if name in _LAZY:
+        from kanx import load
+
+        return getattr(load, name)
     raise AttributeError(f"module 'kanx' has no attribute {name!r}")
 
 

@@ -121,15 +121,6 @@ class TrainedRun:
         out = out[0] if one else out
         return out.numpy() if as_numpy else out
 
-    def draw(self, ax=None, **options):
-        """The trained model drawn as in the paper's Fig. 1 (kanx.draw.draw_run; options:
-        show_closed, title, legend, max_plots): on ``ax`` if given, else on a new Figure.
-        Returns the Figure; kanx.draw.draw_run also returns what the drawing shows."""
-        from kanx.draw import draw_run
-
-        fig, _ = draw_run(self, ax=ax, **options)
-        return fig
-
     def formula(self, **options):
         """The run's symbolic formula (formula_of_run; options: tolerance, simplicity,
         primitives)."""

@@ -64,16 +64,6 @@ def test_dir_lists_the_lazy_names():
     assert {"load_run", "load_runs", "TrainedRun", "__version__"} <= set(dir(kanx))
 
 
-def test_a_trained_run_draws_itself_on_a_new_figure_or_on_given_axes(run):
-    from matplotlib.figure import Figure
-
-    fig = run.draw(title=False)
-    assert isinstance(fig, Figure) and fig.axes and fig.axes[0].patches + fig.axes[0].lines
-    host = Figure()
-    ax = host.add_subplot(1, 2, 2)
-    assert run.draw(ax=ax) is host and ax.get_title(loc="left") + ax.get_title() != ""
-
-
 def test_load_runs_is_the_analysis_loader_with_a_row_per_record(finished_efx):
     from kanx.analyze.collect import load_runs
 
