@@ -17,7 +17,7 @@ from kanx.vocab import FACTOR_REGISTRY
 # Keys that do not change a run's numbers: left out of its identity hash, and out of its
 # sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group) and its keys too.
 NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile",
-                    "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas",
+                    "train.threads", "train.cuda_graph", "train.log_every", "dataset.data_dir", "dataset.betas",
                     "logger", *(f"logger.{f.name}" for f in fields(LoggerConfig)))
 # Override keys a run's path names outside the tag <results_root>/<dataset>/<condition>/<tag>/beta=..,seed=..:
 # the dataset and condition (group and name; a csv table's path through its stem), beta and seed,
