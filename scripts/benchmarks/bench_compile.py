@@ -1,0 +1,98 @@
+"""Compile benchmark: what torch.compile costs a run in a fresh process, with inductor's cache
+cold (an empty folder) and warm (the folder the cold run filled), against the eager basis; and the
+rule of train.compile=auto (kanx.compiling.pays_off) those figures give.
+
+    python scripts/benchmarks/bench_compile.py [--epochs 50] [--threads auto] [--full] [-- OVERRIDES...]
+
+Each timing is one `python -m kanx.train OVERRIDES` process (default overrides `+condition=EFX`:
+`make run`'s z = sin(x + y^2) EFX run) with a fresh results_root under /tmp and
+TORCHINDUCTOR_CACHE_DIR set to a fresh folder of this run (the user's own cache is neither read
+nor filled). The warmups are set to the run's epochs, so every epoch timed is an epoch of
+`make run`'s beginning (forward connections off, beta 0), with its grid updates.
+
+  cold 1, warm 1, eager 1   one epoch: the process's wall time ~ the time `make run` takes to
+                            reach its first epoch (imports, data, compile or cache, one epoch,
+                            the scoring), and the record's train_s (the epoch, the compile in it)
+  warm 1+E, eager 1+E       E more epochs: the seconds per step compiled and eager, by difference
+
+From them: the cold and the warm compile (train_s of the first epoch over the eager one's), the
+seconds a step saves compiled, and the steps a run needs to earn each compile back (what
+kanx.compiling's COLD_COMPILE_S and SAVED_PER_STEP_S hold). --full also times the whole command
+(`make run`: its 3000 epochs) cold and warm: the acceptance's "second run" figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_OVERRIDES = ["+condition=EFX"]
+
+
+def run(overrides: list[str], results: Path, cache: Path, compile: bool, epochs: int | None,
+        threads: str) -> dict:
+    """One `python -m kanx.train` process: its wall seconds and its records' timing."""
+    short = [f"train.epochs={epochs}", f"train.warmup={epochs}", f"train.fc_warmup={epochs}"] if epochs else []
+    command = [sys.executable, "-m", "kanx.train", *overrides, f"results_root={results}", *short,
+               f"train.compile={str(compile).lower()}", f"train.threads={threads}", f"hydra.run.dir={results}/hydra",
+               f"hydra.sweep.dir={results}/hydra"]
+    env = os.environ | {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    t0 = time.perf_counter()
+    out = subprocess.run(command, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    timings = [json.loads(p.read_text())["timing"] for p in sorted(results.rglob("record.json"))]
+    return {"wall_s": wall, "train_s": max(t["train_s"] for t in timings), "steps": timings[0]["steps"],
+            "threads": timings[0].get("threads"), "runs": len(timings)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=50, help="E, the epochs timed after the first (default 50)")
+    ap.add_argument("--threads", default="auto", help="train.threads of every run (default auto)")
+    ap.add_argument("--full", action="store_true", help="also time the whole command, cold and warm")
+    ap.add_argument("overrides", nargs="*", help=f"kanx.train overrides (default {' '.join(DEFAULT_OVERRIDES)})")
+    a = ap.parse_args(argv)
+    overrides = a.overrides or DEFAULT_OVERRIDES
+    print(f"overrides: {' '.join(overrides)}; train.threads={a.threads}; load average "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
+    got: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="kanx-bench-compile-") as tmp:
+        cache = Path(tmp) / "inductor"
+        plan = [("cold 1", True, 1), ("warm 1", True, 1), ("eager 1", False, 1),
+                (f"warm 1+{a.epochs}", True, 1 + a.epochs), (f"eager 1+{a.epochs}", False, 1 + a.epochs)]
+        if a.full:  # the whole command on a cache of its own: cold, then warm
+            plan += [("full, cold", True, None), ("full, warm", True, None)]
+        for i, (name, compile, epochs) in enumerate(plan):
+            if name in ("cold 1", "full, cold"):
+                cache = Path(tmp) / f"inductor-{i}"  # a folder nothing compiled into yet
+            got[name] = r = run(overrides, Path(tmp) / f"results-{i}", cache, compile, epochs, a.threads)
+            print(f"  {name:<14} wall {r['wall_s']:7.1f} s, train_s {r['train_s']:7.2f} s, {r['steps']} steps, "
+                  f"{r['threads']} thread(s), {r['runs']} run(s)", flush=True)
+
+    e = f"1+{a.epochs}"
+    steps = got[f"warm {e}"]["steps"] - got["warm 1"]["steps"]
+    compiled = (got[f"warm {e}"]["train_s"] - got["warm 1"]["train_s"]) / steps
+    eager = (got[f"eager {e}"]["train_s"] - got["eager 1"]["train_s"]) / steps
+    saved = eager - compiled
+    print(f"\nseconds per step: compiled {compiled * 1e3:.2f} ms, eager {eager * 1e3:.2f} ms, "
+          f"saved {saved * 1e3:.2f} ms")
+    for kind in ("cold", "warm"):
+        cost = got[f"{kind} 1"]["train_s"] - got["eager 1"]["train_s"]
+        pays = f"{cost / saved:.0f} steps" if saved > 0 else "never (compiled is not faster here)"
+        print(f"{kind} compile: {cost:.1f} s over the eager first epoch; earned back after {pays}; "
+              f"first epoch reached in {got[f'{kind} 1']['wall_s']:.1f} s of wall time (eager: "
+              f"{got['eager 1']['wall_s']:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
