@@ -207,3 +207,26 @@ def test_compile_auto_compiles_a_run_long_enough_to_earn_it_and_keeps_true_and_f
     assert decided(2, 128, 32) is False  # the tests' toy runs
     assert decided(n, 10, 10) is True and decided(n - 1, 10, 10) is False  # one step a epoch: the rule's edge
     assert decided(2, 128, 32, True) is True and decided(10**6, 128, 32, False) is False
+
+
+# ---------------------------------------------------------------- the benchmark's parts, in process
+
+
+def test_the_thread_benchmark_times_a_pack_and_tabulates_auto_against_the_best_fixed_count(capsys):
+    import torch
+    from helpers import load_script
+
+    bench = load_script("benchmarks/bench_threads.py")
+    before = torch.get_num_threads()
+    try:
+        bench.child("1", ["EFX M=1"], 13, compile=False)
+    finally:
+        torch.set_num_threads(before)
+    (line,) = capsys.readouterr().out.splitlines()
+    row = json.loads(line)
+    assert row["pack"] == "EFX M=1" and row["threads"] == 1 and row["steps"] == 13 and row["seconds"] > 0
+    rows = [{"scenario": "busy", "pack": "EFX M=70", "setting": s, "seconds": t, "threads": n}
+            for s, t, n in (("1", 10.0, 1), ("2", 140.0, 2), ("auto", 10.5, 1))]
+    lines = bench.table(rows, [1, 2], ["busy"], ["EFX M=70"])
+    assert lines[2] == "| busy | EFX M=70 | 10.00 | 140.00 | 10.50 | 1 | 1.05 |"
+    assert lines[-1] == "\nworst auto / best fixed: 1.05 (within 10%: yes)"
