@@ -368,7 +368,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         seconds = trainer.train_seconds - trainer.resumed_train_seconds
         segments = _segments(job, where, trainer.epoch, seconds) if job.history else None
         base = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds,
-                            threads=n_threads)
+                            threads=n_threads, compiled=trainer.compiled)
         rec = base.trained(scores, reason, datasets[m].target_unit, where["device"], segments)
         # the old marker's checksums no longer hold once model.pt is replaced
         (job.run_dir / records.DONE).unlink(missing_ok=True)
@@ -396,12 +396,13 @@ def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | Non
 
 
 def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1,
-                 train_seconds: float | None = None, threads: int | None = None) -> Record:
+                 train_seconds: float | None = None, threads: int | None = None,
+                 compiled: bool | None = None) -> Record:
     run, ds = job.run, load_data(job.run)
     timing = {"wall_s": wall, "train_s": train_seconds, "steps": steps,
               "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size}
-    if threads is not None:  # the intra-op threads it trained with (kanx.threads; records since issue #53)
-        timing["threads"] = threads
+    if threads is not None:  # how it trained (records since issue #53): intra-op threads, compiled kernels or eager
+        timing.update(threads=threads, compiled=compiled)
     return Record.new(dataset=run.data.name, family=ds.family, condition=run.condition.name,
                       beta=run.beta, seed=run.seed,
                       data_seed=run.data.data_seed, status=status, n_train=ds.n_train, n_test=ds.n_test, timing=timing,

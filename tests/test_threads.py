@@ -167,9 +167,10 @@ def test_a_trained_record_notes_its_thread_count(finished_efx):
     # conftest.py sets OMP_NUM_THREADS=1 for the tests, and auto follows it
     timing = Record.read(finished_efx).fields["timing"]
     assert timing["threads"] == 1
+    assert timing["compiled"] is False  # train.compile=false
 
 
-def test_a_run_with_a_count_trains_on_it_and_says_so(tmp_path):
+def test_a_run_with_a_count_trains_on_it_and_a_short_run_under_compile_auto_trains_eagerly(tmp_path):
     import torch
 
     from kanx.runner import run_jobs
@@ -177,8 +178,9 @@ def test_a_run_with_a_count_trains_on_it_and_says_so(tmp_path):
     before = torch.get_num_threads()
     try:
         (rec,) = run_jobs([(composed("+condition=E", "train.epochs=1", "train.warmup=0", "train.fc_warmup=0",
-                                     "train.threads=2", *TOY), tmp_path / "run")])
+                                     "train.threads=2", "train.compile=auto", *TOY[:-1]), tmp_path / "run")])
         assert rec["timing"]["threads"] == 2 and torch.get_num_threads() == 2
+        assert rec["timing"]["compiled"] is False  # 1 epoch of 4 steps does not earn a compile back
     finally:
         torch.set_num_threads(before)
 
