@@ -18,8 +18,8 @@ nor filled). The warmups are set to the run's epochs, so every epoch timed is an
 
 From them: the cold and the warm compile (the record's train_s over what the same epochs take at
 the compiled step's speed), the seconds a step saves compiled, and the steps a run needs to earn
-each compile back (what kanx.compiling's COLD_COMPILE_S and SAVED_PER_STEP_S hold). --full also times the whole command
-(`make run`: its 3000 epochs) cold and warm: the acceptance's "second run" figures.
+each compile back (kanx.compiling's WARM_COMPILE_S and SAVED_PER_STEP_S hold the warm figures).
+--full also times the whole command (`make run`: its 3000 epochs) cold and warm: the acceptance's "second run" figures.
 """
 
 from __future__ import annotations
