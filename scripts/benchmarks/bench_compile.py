@@ -25,7 +25,6 @@ each compile back (kanx.compiling's WARM_COMPILE_S and SAVED_PER_STEP_S hold the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -49,7 +48,9 @@ def run(overrides: list[str], results: Path, cache: Path, compile: bool, epochs:
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    timings = [json.loads(p.read_text())["timing"] for p in sorted(results.rglob("record.json"))]
+    from kanx.record import Record
+
+    timings = [Record.read(p.parent).fields["timing"] for p in sorted(results.rglob("record.json"))]
     return {"wall_s": wall, "train_s": max(t["train_s"] for t in timings), "steps": timings[0]["steps"],
             "threads": timings[0].get("threads"), "runs": len(timings)}
 
