@@ -164,9 +164,11 @@ def busy_cores(cpus: list[int], seconds: float = BUSY_SAMPLE_S, stat: Path = PRO
     return busy_between(before, cpu_times(stat), cpus)
 
 
-def free_cores(usable: int, busy: float) -> int:
-    """Of ``usable`` cores, those left free by ``busy`` cores of other processes' work (at least one)."""
-    return max(1, min(usable, math.floor(usable - busy + 1 - BUSY_SLACK)))
+def free_cores(cpus: int, usable: int, busy: float) -> int:
+    """The threads that fit beside other processes' work: of ``cpus`` CPUs this process may run on,
+    ``busy`` are kept busy by others; at most ``usable`` (a quota or SLURM's count may allow fewer
+    than the CPUs), at least one."""
+    return max(1, min(usable, math.floor(cpus - busy + 1 - BUSY_SLACK)))
 
 
 def threads_for_work(work: float) -> int:
@@ -208,7 +210,7 @@ def choose(setting: int | str, work: float, environ: Mapping[str, str] | None = 
     if need == 1 or usable == 1:  # nothing to sample: one thread either way
         return ThreadChoice(1, f"auto: {usable} usable core(s), the pack's step keeps {need} busy")
     busy = sample_busy(cores.cpus)
-    return ThreadChoice(min(need, free_cores(usable, busy)),
+    return ThreadChoice(min(need, free_cores(len(cores.cpus), usable, busy)),
                         f"auto: {usable} usable core(s), {busy:.1f} kept busy by other processes, the pack's step "
                         f"keeps {need} busy")
 

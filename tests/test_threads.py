@@ -90,11 +90,14 @@ def test_busy_cores_are_read_per_cpu_from_proc_stat(tmp_path):
 
 
 def test_a_core_kept_busy_by_another_process_is_not_free():
-    assert threads.free_cores(2, 1.0) == 1
-    assert threads.free_cores(2, 0.8) == 1
-    assert threads.free_cores(2, 0.1) == 2  # a shell waking now and then leaves it free
-    assert threads.free_cores(2, 2.0) == 1  # never fewer than one
-    assert threads.free_cores(16, 3.0) == 13
+    assert threads.free_cores(2, 2, 1.0) == 1
+    assert threads.free_cores(2, 2, 0.8) == 1
+    assert threads.free_cores(2, 2, 0.1) == 2  # a shell waking now and then leaves it free
+    assert threads.free_cores(2, 2, 2.0) == 1  # never fewer than one
+    assert threads.free_cores(16, 16, 3.0) == 13
+    # a node of 64 CPUs shared by quota: other jobs' 30 busy cores leave this job its 4
+    assert threads.free_cores(64, 4, 30.0) == 4
+    assert threads.free_cores(64, 4, 62.0) == 2
 
 
 # ---------------------------------------------------------------- the choice
@@ -127,6 +130,7 @@ def test_auto_gives_a_small_pack_one_thread_without_sampling_the_machine():
 def test_auto_keeps_to_the_quota_and_slurm_count():
     many = list(range(64))
     assert threads.choose("auto", BIG, {}, threads.Cores(many, quota=4.0), busy(0)).count == 4
+    assert threads.choose("auto", BIG, {}, threads.Cores(many, quota=4.0), busy(40.0)).count == 4
     assert threads.choose("auto", BIG, {"SLURM_CPUS_PER_TASK": "1"}, threads.Cores(many, slurm=1),
                           no_sampling).count == 1
     assert threads.Cores.of_this_process({"SLURM_CPUS_PER_TASK": "1"}).usable == 1
