@@ -12,7 +12,8 @@ workers), wins over auto.
 The count changes a run's numbers in their last bits (a reduction split over two threads adds in
 another order), as the device does, so it is recorded (timing.threads) and not part of a run's
 identity (kanx.identity.NOT_RUN_DEFINING); the same count on the same machine gives the same
-numbers. Torch-free but for ``use``, so the choice is tested without threads or a busy machine.
+numbers. Torch-free but for ``use`` (and ``use_for``, which calls it), so the choice is tested
+without threads or a busy machine.
 """
 
 from __future__ import annotations
