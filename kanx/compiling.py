@@ -1,19 +1,81 @@
 """torch.compile as kanx uses it, in one place: the fused basis kernels (kanx.kan.kernels), the
-fused Adam update (kanx.optim) and the draws' per-element loops (kanx.noise)."""
+fused Adam update (kanx.optim) and the draws' per-element loops (kanx.noise); where inductor keeps
+what it compiled (``keep_cache``), and whether a run compiles at all (train.compile=auto:
+``pays_off``)."""
 
 from __future__ import annotations
 
 import functools
+import math
+import os
+from collections.abc import MutableMapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    from kanx.config import TrainConfig
+
+AUTO = "auto"
+# inductor's own setting for its cache folder, which holds the FX graph cache and the AOTAutograd
+# cache (both on by default in torch 2.13) and, on a GPU, Triton's kernels: without it the cache
+# is under /tmp (torchinductor_<user>), which a reboot or a fresh container empties.
+CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+# train.compile=auto compiles a run whose steps save at least what compiling costs it:
+#   steps >= WARM_COMPILE_S / SAVED_PER_STEP_S = COMPILE_PAYS_AFTER_STEPS (about 7,200),
+# with the compile of `make run`'s shapes from a warm cache (kanx keeps inductor's cache: keep_cache)
+# and the seconds a step of the smallest pack (M = 1, sin(x + y^2), width [2, 2, 1, 1]) saves
+# compiled against eager, both measured by scripts/benchmarks/bench_compile.py (docs/BENCHMARK.md,
+# "Threads and compiling"; 2 cores, one thread, a loaded machine). The cold compile (603 s on that
+# machine, about 155 s in a quiet `make run`) is paid once per shape and kept, so the rule does not
+# weigh it: a quick try (a few hundred steps) trains eagerly, `make run` (48,000 steps) and every
+# paper run (tens of thousands of steps, larger packs saving more a step) compile.
+WARM_COMPILE_S = 16.5
+SAVED_PER_STEP_S = 0.00232
+COMPILE_PAYS_AFTER_STEPS = math.ceil(WARM_COMPILE_S / SAVED_PER_STEP_S)
+
+
+def cache_dir(environ: MutableMapping[str, str] | None = None) -> Path:
+    """Where kanx keeps inductor's cache unless TORCHINDUCTOR_CACHE_DIR says otherwise:
+    $XDG_CACHE_HOME/kanx/inductor, by default ~/.cache/kanx/inductor (beside the datasets'
+    cache, kanx.data.tabular)."""
+    environ = os.environ if environ is None else environ
+    return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kanx" / "inductor"
+
+
+def keep_cache(environ: MutableMapping[str, str] | None = None) -> str:
+    """Point inductor's cache at ``cache_dir`` unless the user set TORCHINDUCTOR_CACHE_DIR, before
+    anything compiles (inductor reads it at each compile): a second run, in another process or
+    after a reboot, then loads its kernels in seconds instead of compiling them for a minute.
+    Returns the folder in force."""
+    environ = os.environ if environ is None else environ
+    return environ.setdefault(CACHE_ENV, str(cache_dir(environ)))
+
+
+def pays_off(steps: int) -> bool:
+    """Whether a run of ``steps`` optimizer steps earns its compile back (train.compile=auto)."""
+    return steps >= COMPILE_PAYS_AFTER_STEPS
+
+
+def settled(train: TrainConfig, n_train: int) -> TrainConfig:
+    """``train`` with train.compile=auto decided for a run on ``n_train`` rows (its epochs x
+    batches per epoch against COMPILE_PAYS_AFTER_STEPS); true and false as given."""
+    if train.compile != AUTO:
+        return train
+    steps = train.epochs * math.ceil(n_train / train.batch_size)
+    return replace(train, compile=pays_off(steps))
 
 
 @functools.cache
 def static(fn, fullgraph: bool = False):
     """``fn`` compiled for static shapes, once per function: one compile per shape it meets,
-    cached on disk by inductor. A process trains several packs, each with its own shapes (a
-    4-stage pack with a partial last batch already needs 8 compiles of a basis kernel), and past
-    dynamo's default limit of 8 recompiles a function silently falls back to eager (about 3x
-    slower), so the limit is raised to 256."""
+    cached on disk by inductor (keep_cache). A process trains several packs, each with its own
+    shapes (a 4-stage pack with a partial last batch already needs 8 compiles of a basis kernel),
+    and past dynamo's default limit of 8 recompiles a function silently falls back to eager (about
+    3x slower), so the limit is raised to 256. The kernels are compiled for the thread count in
+    force (inductor writes it into them), and dynamo does not recompile when it changes."""
+    import torch  # here: the rest of this module is read by torch-free code (kanx.jobs)
+
+    keep_cache()
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
     return torch.compile(fn, dynamic=False, fullgraph=fullgraph)

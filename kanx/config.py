@@ -81,7 +81,12 @@ class TrainConfig:
     exit_pi: str = "softmax"
     checkpoint_every: int = 500  # epochs between checkpoints (0: none)
     pack_size: int = 70  # most members trained together in one batched model
-    compile: bool = True  # fuse the B-spline basis with torch.compile (needs a C++ compiler; false: eager)
+    # fuse the B-spline basis with torch.compile (needs a C++ compiler): true, false (eager), or auto: only where the
+    # run's steps earn the compile back (kanx.compiling.pays_off)
+    compile: bool | str = "auto"
+    # intra-op threads: auto (kanx.threads: OMP_NUM_THREADS if set, else the usable cores left free and the pack's
+    # size) or a count
+    threads: int | str = "auto"
     # replay training as CUDA graphs on a GPU (kanx/epoch_graph.py); elsewhere the same static-buffer step runs eagerly
     cuda_graph: bool = False
     log_every: int = 0  # metrics.csv (training curves) every this many epochs; 0: about 200 rows a run
@@ -467,7 +472,8 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         exit_pi=_choice(t["exit_pi"], "train.exit_pi", EXIT_PI),
         checkpoint_every=_int(t["checkpoint_every"], "train.checkpoint_every"),
         pack_size=_int(t["pack_size"], "train.pack_size"),
-        compile=_bool(t["compile"], "train.compile"),
+        compile=_compile_setting(t["compile"]),
+        threads=_threads_setting(t["threads"]),
         cuda_graph=_bool(t["cuda_graph"], "train.cuda_graph"),
         log_every=_int(t["log_every"], "train.log_every"),
         progress_every_s=_num(t["progress_every_s"], "train.progress_every_s"),
@@ -529,6 +535,21 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
                      gate_estimator=_choice(m["gate_estimator"], "model.gate_estimator", GATE_ESTIMATORS),
                      train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"),
                      logger=logger_config(lg))
+
+
+def _compile_setting(value) -> bool | str:
+    _require(isinstance(value, bool) or value == "auto",
+             f"train.compile={value!r} must be true, false or auto (compile where the run is long enough to earn it)")
+    return value
+
+
+def _threads_setting(value) -> int | str:
+    from kanx.threads import check_setting
+
+    try:
+        return check_setting(value)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _cost_list(value, key: str, n: int | None, what: str) -> tuple[float, ...] | None:

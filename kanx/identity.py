@@ -17,8 +17,9 @@ from kanx.vocab import FACTOR_REGISTRY
 # sweep folder's tag (TAG_EXCLUDED): `logger=tensorboard` (the group), the keys of conf/logger/'s
 # loggers (logger.mlflow.experiment, ...) and those of kanx 0.1.0 (logger.name, ...) too.
 NOT_RUN_DEFINING = ("device", "overwrite", "results_root", "train.checkpoint_every", "train.pack_size", "train.compile",
-                    "train.cuda_graph", "train.log_every", "train.progress_every_s", "dataset.data_dir",
-                    "dataset.betas", "logger", "logger.name", "logger.tracking_uri", "logger.experiment",
+                    "train.threads", "train.cuda_graph", "train.log_every", "train.progress_every_s",
+                    "dataset.data_dir", "dataset.betas",
+                    "logger", "logger.name", "logger.tracking_uri", "logger.experiment",
                     *(f"logger.{name}{key}" for name, keys in BUILT_IN.items()
                       for key in ("", *(f".{k}" for k in keys))),
                     "optimized_metric")  # what a job returns to a search sweeper, not what it trains

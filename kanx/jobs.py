@@ -21,13 +21,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 from pathlib import Path
 
 from kanx import records
 from kanx.checkpoint import BadCheckpoint, Checkpoint
 from kanx.checks import resolve_device
+from kanx.compiling import settled
 from kanx.config import (
     RunConfig,
     check_against_data,
@@ -107,6 +108,7 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         check_against_data(run, ds.n_train)
         check_objective(container.get("optimized_metric"), ds.dynamical, bool(ds.n_val), sweeper_directions(cfg))
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
+        run = replace(run, train=settled(run.train, ds.n_train))  # train.compile=auto, decided from the run's steps
         container.setdefault("model", {})["width"] = list(run.model.width)
         job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
         # A value swept twice (seed=0,0; beta=0.1,0.10) names one folder: one run, trained once.
@@ -364,6 +366,6 @@ def starting(pack, prefix: str) -> str:
     epochs = f"epochs {pack[0].resume_epoch}-{t.epochs}" if pack[0].resume_epoch else f"{t.epochs} epochs"
     line = f"{prefix} training a pack of {len(pack)} ({names}), {epochs}"
     if t.compile:
-        line += ("; the first epoch compiles the B-spline basis (torch.compile: about a minute; train.compile=false or "
-                 "+debug=quick skips it)")
+        line += ("; the first epoch compiles the B-spline basis (torch.compile: about a minute the first time, seconds "
+                 "once inductor's cache holds it; train.compile=false or +debug=quick skips it)")
     return line

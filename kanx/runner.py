@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from kanx import records, vocab
+from kanx import records, threads, vocab
 from kanx.checkpoint import Checkpoint, torch_bytes, write_together
 from kanx.checks import resolve_device
 from kanx.confdir import QUICK_TRY, is_quick_try
@@ -301,6 +301,7 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
     device = resolve_device(runs[0].device)
     datasets, scalings, x, y = pack_data(runs)
     trainer = Trainer(runs, x, y, datasets[0].n_train, device)
+    n_threads = threads.use_for(trainer)  # before the first epoch compiles: inductor writes the count into its kernels
     if jobs[0].resume_epoch:
         trainer.load_member_states([Checkpoint.read(j.run_dir).state for j in jobs])
         log.info(f"resuming {len(jobs)} run(s) from epoch {trainer.epoch}")
@@ -361,7 +362,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         # resumed: every stretch, the last one (this process's) included
         seconds = trainer.train_seconds - trainer.resumed_train_seconds
         segments = _segments(job, where, trainer.epoch, seconds) if job.history else None
-        base = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds)
+        base = _base_record(job, status, wall, trainer.steps, pack_size=len(jobs), train_seconds=trainer.train_seconds,
+                            threads=n_threads, compiled=trainer.compiled)
         rec = base.trained(scores, reason, datasets[m].target_unit, where["device"], segments)
         # the old marker's checksums no longer hold once model.pt is replaced
         (job.run_dir / records.DONE).unlink(missing_ok=True)
@@ -391,10 +393,13 @@ def _status(alive: bool, metrics: dict, structure: dict) -> tuple[str, str | Non
 
 
 def _base_record(job: Job, status: str, wall: float, steps: int, pack_size: int = 1,
-                 train_seconds: float | None = None) -> Record:
+                 train_seconds: float | None = None, threads: int | None = None,
+                 compiled: bool | None = None) -> Record:
     run, ds = job.run, load_data(job.run)
     timing = {"wall_s": wall, "train_s": train_seconds, "steps": steps,
               "steps_per_s": steps / train_seconds if train_seconds else None, "pack_size": pack_size}
+    if threads is not None:  # how it trained (records since issue #53): intra-op threads, compiled kernels or eager
+        timing.update(threads=threads, compiled=compiled)
     return Record.new(dataset=run.data.name, family=ds.family, condition=run.condition.name,
                       beta=run.beta, seed=run.seed,
                       data_seed=run.data.data_seed, status=status, n_train=ds.n_train, n_test=ds.n_test, timing=timing,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from kanx import noise
+from kanx import compiling, noise
 from kanx.config import RunConfig, TrainConfig
 from kanx.kan.network import Condition, GatedKAN
 from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
@@ -125,20 +125,21 @@ class Trainer:
         first = runs[0]
         assert all(r.pack_key() == first.pack_key() for r in runs), (
             "a pack holds runs that share the training protocol (RunConfig.pack_key)")
-        self.runs, self.train_cfg = list(runs), first.train
+        self.runs, self.train_cfg = list(runs), compiling.settled(first.train, x_train.shape[1])  # compile=auto decided
+        self.compiled = self.train_cfg.compile is True
         self.conditions = [r.condition for r in runs]
         self.device, self.M = device, len(runs)
         seeds = [r.seed for r in runs]
         self.model = GatedKAN(first.model, self.conditions, seeds).to(device)
         self.condition = self.model.condition  # the superset of the members' conditions
-        self.model.use_compiled_basis(self.train_cfg.compile)
+        self.model.use_compiled_basis(self.compiled)
         self.x, self.y = x_train.to(device, torch.float32), y_train.to(device, torch.float32)
         # L_C enters the loss only of members where beta acts (Condition.beta_acts: E, X, N, I, or a registered factor).
         self.uses_lc = torch.tensor([beta_acts(c) for c in self.conditions], device=device)
         # mdl_batch's n is the batch actually drawn: min(batch_size, n_train).
         self.scale = complexity_scale(self.train_cfg.complexity_scale, n_train, min(self.train_cfg.batch_size, n_train))
         self.costs, self.estimator = first.costs, first.gate_estimator
-        self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.train_cfg.compile
+        self.optimizer = Adam(self.model.parameters(), lr=self.train_cfg.lr, fused=self.compiled
                               and device.type == "cpu")
         self.streams = noise.streams(noise.member_keys(seeds).to(device))
         self.alive = torch.ones(self.M, dtype=torch.bool)
@@ -179,7 +180,7 @@ class Trainer:
         an epoch, the noise in the slots of the model's member layout (members.noise_slots:
         [egate noise | exit noise], each member's draws at its own indices), as tensor
         operations on the pack's device (``epoch`` may be a device tensor: a CUDA graph's counter)."""
-        compiled = self.train_cfg.compile and self.device.type == "cpu"  # on a GPU they run in the epoch's graph
+        compiled = self.compiled and self.device.type == "cpu"  # on a GPU they run in the epoch's graph
         return noise.epoch_draws(self.streams, epoch, self.x.shape[1], n_batches, self.model.members.noise_slots(),
                                  compiled)
 

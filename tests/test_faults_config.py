@@ -15,7 +15,7 @@ from kanx.runner import run_jobs
 
 TOY_RUN = [*TOY, "train.epochs=2", "train.warmup=1", "train.fc_warmup=1"]
 # Every boolean key a run reads, as a dotted path into the resolved config.
-BOOLEAN_KEYS = ("overwrite", "train.grid_updates", "train.compile", "train.cuda_graph", "dataset.standardize_targets",
+BOOLEAN_KEYS = ("overwrite", "train.grid_updates", "train.cuda_graph", "dataset.standardize_targets",
                 "condition.edge_gates", "condition.forward", "condition.exits")
 
 
@@ -48,7 +48,6 @@ def test_every_boolean_key_takes_true_or_false_and_refuses_anything_else(key):
     for value in (True, False):
         run = run_config_from(_set(json.loads(json.dumps(base)), key, value))
         read = {"overwrite": run.overwrite, "train.grid_updates": run.train.grid_updates,
-                "train.compile": run.train.compile,
                 "train.cuda_graph": run.train.cuda_graph, "dataset.standardize_targets": run.data.standardize_targets,
                 **{f"condition.{k}": getattr(run.condition, k) for k in ("edge_gates", "forward", "exits")}}
         assert read[key] is value

@@ -40,6 +40,7 @@ PARSED = {
     "scripts/studies/verdict_spread.py:main": "its cache, and a child process's output",
     "scripts/studies/reading_spread.py:under_capability": "a child process's output",
     "scripts/studies/reading_spread.py:main": "its raw measurements (--raw)",
+    "scripts/benchmarks/bench_threads.py:run_setting": "a child process's output",
 }
 
 

@@ -1,0 +1,239 @@
+"""The intra-op thread count kanx chooses (issue #53 item 1: train.threads, kanx.threads) and
+whether a run compiles (item 3: train.compile=auto, inductor's cache folder; kanx.compiling).
+The machine is faked: affinity, cgroup files, /proc/stat and the environment are the test's own,
+so no test here depends on this host's cores or load, and none times anything."""
+
+import json
+
+import pytest
+from helpers import TOY, composed
+
+from kanx import compiling, threads
+from kanx.config import TrainConfig, config_hash, run_config_from, to_container
+from kanx.errors import ConfigError
+from kanx.record import Record
+
+BIG = 100 * threads.WORK_PER_THREAD  # a step that would keep 100 threads busy
+
+
+def no_sampling(cpus):
+    raise AssertionError("the choice sampled the machine's load where it had nothing to choose")
+
+
+def busy(value):
+    return lambda cpus: value
+
+
+# ---------------------------------------------------------------- where the count comes from
+
+
+@pytest.mark.parametrize(("value", "count"), [("4", 4), ("2,1", 2), (" 3 ", 3), ("", None), ("0", None),
+                                              ("abc", None), ("-2", None)])
+def test_omp_num_threads_is_read_as_openmp_reads_it(value, count):
+    assert threads.omp_setting({"OMP_NUM_THREADS": value}) == count
+    assert threads.omp_setting({}) is None
+
+
+def test_a_cgroup_v2_quota_is_read_from_the_process_own_cgroup(tmp_path):
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "cpu.max").write_text("150000 100000\n")
+    (tmp_path / "cpu.max").write_text("max 100000\n")  # the root's: no limit
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("0::/job\n")
+    assert threads.cgroup_cores(tmp_path, proc) == 1.5
+    proc.write_text("0::/\n")
+    assert threads.cgroup_cores(tmp_path, proc) is None
+
+
+def test_a_cgroup_v1_cfs_quota_is_read_and_minus_one_is_no_quota(tmp_path):
+    folder = tmp_path / "cpu,cpuacct" / "slurm" / "job"
+    folder.mkdir(parents=True)
+    (folder / "cpu.cfs_quota_us").write_text("200000\n")
+    (folder / "cpu.cfs_period_us").write_text("100000\n")
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("5:cpu,cpuacct:/slurm/job\n4:memory:/slurm/job\n")
+    assert threads.cgroup_cores(tmp_path, proc) == 2.0
+    (folder / "cpu.cfs_quota_us").write_text("-1\n")
+    assert threads.cgroup_cores(tmp_path, proc) is None
+
+
+def test_no_cgroup_files_is_no_quota(tmp_path):
+    assert threads.cgroup_cores(tmp_path, tmp_path / "missing") is None
+
+
+def test_the_usable_cores_are_the_fewest_of_affinity_quota_and_slurm():
+    eight = list(range(8))
+    assert threads.usable_cores(eight, None, None) == 8
+    assert threads.usable_cores(eight, 1.5, None) == 2  # a fractional quota rounds up
+    assert threads.usable_cores(eight, 6.0, 3) == 3
+    assert threads.usable_cores([5], 4.0, 8) == 1
+    assert threads.slurm_cores({"SLURM_CPUS_PER_TASK": "3"}) == 3
+    assert threads.slurm_cores({"SLURM_CPUS_PER_TASK": "x"}) is None
+
+
+STAT = """cpu  {a} 0 0 {b} 0 0 0 0 0 0
+cpu0 {c0} 0 0 {i0} 0 0 0 0 0 0
+cpu1 {c1} 0 0 {i1} 0 0 0 0 0 0
+intr 12345
+"""
+
+
+def test_busy_cores_are_read_per_cpu_from_proc_stat(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.write_text(STAT.format(a=0, b=0, c0=1000, i0=500, c1=10, i1=2000))
+    # cpu0 busy the whole time (a process training beside this one), cpu1 idle but for 5 of 100 ticks
+    after.write_text(STAT.format(a=0, b=0, c0=1100, i0=500, c1=15, i1=2095))
+    t0, t1 = threads.cpu_times(before), threads.cpu_times(after)
+    assert threads.busy_between(t0, t1, [0, 1]) == pytest.approx(1.05)
+    assert threads.busy_between(t0, t1, [1]) == pytest.approx(0.05)  # only the CPUs this process may use count
+    assert threads.cpu_times(tmp_path / "absent") == {}
+
+
+def test_a_core_kept_busy_by_another_process_is_not_free():
+    assert threads.free_cores(2, 2, 1.0) == 1
+    assert threads.free_cores(2, 2, 0.8) == 1
+    assert threads.free_cores(2, 2, 0.1) == 2  # a shell waking now and then leaves it free
+    assert threads.free_cores(2, 2, 2.0) == 1  # never fewer than one
+    assert threads.free_cores(16, 16, 3.0) == 13
+    # a node of 64 CPUs shared by quota: other jobs' 30 busy cores leave this job its 4
+    assert threads.free_cores(64, 4, 30.0) == 4
+    assert threads.free_cores(64, 4, 62.0) == 2
+
+
+# ---------------------------------------------------------------- the choice
+
+
+def test_a_count_given_wins_over_omp_num_threads_and_the_machine():
+    choice = threads.choose(3, 0.0, {"OMP_NUM_THREADS": "1"}, threads.Cores([0]), no_sampling)
+    assert choice == threads.ThreadChoice(3, "train.threads=3")
+
+
+def test_omp_num_threads_set_by_the_user_wins_over_auto():
+    choice = threads.choose("auto", BIG, {"OMP_NUM_THREADS": "2"}, threads.Cores(list(range(8))), no_sampling)
+    assert choice.count == 2 and choice.why == "OMP_NUM_THREADS=2"
+
+
+def test_auto_never_runs_two_threads_beside_a_busy_core():
+    """The 14x collapse: two threads on a 2-core machine whose other core is busy."""
+    two = threads.Cores([0, 1])
+    assert threads.choose("auto", BIG, {}, two, busy(1.0)).count == 1
+    assert threads.choose("auto", BIG, {}, two, busy(0.05)).count == 2
+
+
+def test_auto_gives_a_small_pack_one_thread_without_sampling_the_machine():
+    assert threads.threads_for_work(threads.WORK_PER_THREAD - 1) == 1
+    assert threads.threads_for_work(3 * threads.WORK_PER_THREAD) == 3
+    assert threads.choose("auto", 1000.0, {}, threads.Cores(list(range(64))), no_sampling).count == 1
+    assert threads.choose("auto", 3 * threads.WORK_PER_THREAD, {}, threads.Cores(list(range(64))), busy(0)).count == 3
+
+
+def test_auto_keeps_to_the_quota_and_slurm_count():
+    many = list(range(64))
+    assert threads.choose("auto", BIG, {}, threads.Cores(many, quota=4.0), busy(0)).count == 4
+    assert threads.choose("auto", BIG, {}, threads.Cores(many, quota=4.0), busy(40.0)).count == 4
+    assert threads.choose("auto", BIG, {"SLURM_CPUS_PER_TASK": "1"}, threads.Cores(many, slurm=1),
+                          no_sampling).count == 1
+    assert threads.Cores.of_this_process({"SLURM_CPUS_PER_TASK": "1"}).usable == 1
+
+
+# ---------------------------------------------------------------- the config and the record
+
+
+def test_train_threads_takes_auto_or_a_positive_count_and_refuses_anything_else():
+    assert run_config_from(composed()).train.threads == "auto"
+    assert run_config_from(composed("train.threads=3")).train.threads == 3
+    for bad in ("0", "two", "true", "-1", "1.5"):
+        with pytest.raises(ConfigError, match=r"^train\.threads=.* must be auto \(kanx chooses from the cores and "
+                                              r"the pack\) or an integer >= 1$"):
+            run_config_from(composed(f"train.threads={bad}"))
+
+
+def test_train_compile_takes_true_false_or_auto_and_refuses_anything_else():
+    assert run_config_from(composed()).train.compile == "auto"
+    assert [run_config_from(composed(f"train.compile={v}")).train.compile for v in ("true", "false", "auto")] == [
+        True, False, "auto"]
+    for bad in ("no", "1", "maybe"):
+        with pytest.raises(ConfigError, match=r"^train\.compile='?\w+'? must be true, false or auto"):
+            run_config_from(composed(f"train.compile={bad}"))
+
+
+def test_neither_threads_nor_compile_changes_a_run_identity():
+    base = to_container(composed("+condition=EFX"))
+    hashes = set()
+    for threads_value, compile_value in (("auto", "auto"), (1, True), (8, False)):
+        c = json.loads(json.dumps(base))
+        c["train"].update(threads=threads_value, compile=compile_value)
+        hashes.add(config_hash(c))
+    assert len(hashes) == 1
+
+
+def test_a_trained_record_notes_its_thread_count(finished_efx):
+    # conftest.py sets OMP_NUM_THREADS=1 for the tests, and auto follows it
+    timing = Record.read(finished_efx).fields["timing"]
+    assert timing["threads"] == 1
+    assert timing["compiled"] is False  # train.compile=false
+
+
+def test_a_run_with_a_count_trains_on_it_and_a_short_run_under_compile_auto_trains_eagerly(tmp_path):
+    import torch
+
+    from kanx.runner import run_jobs
+
+    before = torch.get_num_threads()
+    try:
+        (rec,) = run_jobs([(composed("+condition=E", "train.epochs=1", "train.warmup=0", "train.fc_warmup=0",
+                                     "train.threads=2", "train.compile=auto", *TOY[:-1]), tmp_path / "run")])
+        assert rec["timing"]["threads"] == 2 and torch.get_num_threads() == 2
+        assert rec["timing"]["compiled"] is False  # 1 epoch of 4 steps does not earn a compile back
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------- compiling
+
+
+def test_inductor_cache_goes_under_the_user_cache_unless_the_user_chose_one(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    assert compiling.keep_cache(env) == str(tmp_path / "kanx" / "inductor")
+    assert env[compiling.CACHE_ENV] == str(tmp_path / "kanx" / "inductor")
+    mine = {"XDG_CACHE_HOME": str(tmp_path), compiling.CACHE_ENV: "/somewhere/else"}
+    assert compiling.keep_cache(mine) == "/somewhere/else" and mine[compiling.CACHE_ENV] == "/somewhere/else"
+    assert str(compiling.cache_dir({})).endswith("/.cache/kanx/inductor")
+
+
+def test_compile_auto_compiles_a_run_long_enough_to_earn_it_and_keeps_true_and_false():
+    n = compiling.COMPILE_PAYS_AFTER_STEPS
+
+    def decided(epochs, rows, batch, setting="auto"):
+        return compiling.settled(TrainConfig(epochs=epochs, batch_size=batch, compile=setting), rows).compile
+
+    assert decided(3000, 1024, 64) is True  # make run: sin_xy2, 3000 epochs of 16 steps
+    assert decided(5000, 824, 64) is True  # a Concrete run
+    assert decided(20, 824, 64) is False  # a quick try's 20 epochs
+    assert decided(2, 128, 32) is False  # the tests' toy runs
+    assert decided(n, 10, 10) is True and decided(n - 1, 10, 10) is False  # one step a epoch: the rule's edge
+    assert decided(2, 128, 32, True) is True and decided(10**6, 128, 32, False) is False
+
+
+# ---------------------------------------------------------------- the benchmark's parts, in process
+
+
+def test_the_thread_benchmark_times_a_pack_and_tabulates_auto_against_the_best_fixed_count(capsys):
+    import torch
+    from helpers import load_script
+
+    bench = load_script("benchmarks/bench_threads.py")
+    before = torch.get_num_threads()
+    try:
+        bench.child("1", ["EFX M=1"], 13, compile=False)
+    finally:
+        torch.set_num_threads(before)
+    (line,) = capsys.readouterr().out.splitlines()
+    row = json.loads(line)
+    assert row["pack"] == "EFX M=1" and row["threads"] == 1 and row["steps"] == 13 and row["seconds"] > 0
+    rows = [{"scenario": "busy", "pack": "EFX M=70", "setting": s, "seconds": t, "threads": n}
+            for s, t, n in (("1", 10.0, 1), ("2", 140.0, 2), ("auto", 10.5, 1))]
+    lines = bench.table(rows, [1, 2], ["busy"], ["EFX M=70"])
+    assert lines[2] == "| busy | EFX M=70 | 10.00 | 140.00 | 10.50 | 1 | 1 | 1.05 |"
+    assert lines[-1] == ("\nauto chose the fastest fixed count in 1 of 1 cases; worst auto / best fixed: 1.05 "
+                         "(within 10%: yes)")
