@@ -8,6 +8,14 @@ loader, kanx.analyze.collect.load_runs).
 
 
 
+from kanx.threads import passive_waits
+
+# OpenMP reads its wait policy once, when torch loads it: set it before any kanx module imports
+# torch, so that a pack's threads sleep rather than spin where another process holds a core
+# (kanx.threads; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept).
+passive_waits()
+
+
 def _version() -> str:
     """The version setuptools-scm derived from git when this kanx was built or installed
     (pyproject.toml, tool.setuptools_scm): 0.1.devN+g<commit>, so a wheel names its commit."""

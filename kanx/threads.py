@@ -1,41 +1,34 @@
 """How many intra-op threads torch trains a pack with: `train.threads` (an integer, or auto).
 
-torch's default is one thread per core of the machine. The packs kanx trains are small, so on a
-machine where another process holds a core an OpenMP thread waits for that core at every
-barrier: a toy training on 2 threads of a 2-core machine with one core busy took 14 times as long
-as on one thread. ``auto`` therefore counts the cores this process may use (its CPU affinity,
-its cgroup's CPU quota, SLURM_CPUS_PER_TASK), takes away those other processes keep busy now
-(sampled from /proc/stat), and gives a pack no more threads than its work per step keeps busy.
-OMP_NUM_THREADS, when set (by the user, or by kanx.plan and kanx.reproduce for their one-thread
-workers), wins over auto.
+torch's default is one thread per core of the machine. ``auto`` counts the cores this process may
+use (its CPU affinity, its cgroup's CPU quota, SLURM_CPUS_PER_TASK) and gives a pack no more
+threads than its work per step keeps busy. OMP_NUM_THREADS, when set (by the user, or by
+kanx.plan and kanx.reproduce for their one-thread workers), wins over auto.
 
 The count changes a run's numbers in their last bits (a reduction split over two threads adds in
-another order), as the device does, so it is recorded (timing.threads) and not part of a run's
-identity (kanx.identity.NOT_RUN_DEFINING); the same count on the same machine gives the same
-numbers. Torch-free but for ``use`` (and ``use_for``, which calls it), so the choice is tested
-without threads or a busy machine.
+another order), so ``auto`` depends only on what stays put on one machine (the cores a process
+may use, the pack), never on the load of the moment: the same config and seed on the same
+machine give the same numbers, busy or idle. The count is recorded (timing.threads) and is not
+part of a run's identity (kanx.identity.NOT_RUN_DEFINING).
+
+The load is dealt with by OpenMP's wait policy instead (passive_waits): with torch's default,
+threads spin at every barrier, and a toy training on 2 threads of a 2-core machine with one core
+busy took 14 to 35 times as long as on one thread; with passive waits, 1.16 times
+(docs/BENCHMARK.md, "Threads and compiling"). Torch-free but for ``use`` (and ``use_for``, which
+calls it), so the choice is tested without threads.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 AUTO = "auto"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
-PROC_STAT = Path("/proc/stat")
-# /proc/stat's time columns, from the fourth on: idle and iowait are a core's idle time; steal
-# (the eighth) is time a hypervisor gave another guest, which is as unavailable as a busy core.
-_IDLE_COLUMNS = (3, 4)
-BUSY_SAMPLE_S = 0.2  # how long the busy cores are sampled (once per pack)
-# A core counts as free when less than this share of it is busy: a process waking now and then
-# (a shell, a logger) leaves it free; one training beside this one does not.
-BUSY_SLACK = 0.3
 # Parameter-samples a step (pack parameters x batch size) that keep one more thread busy; below,
 # the OpenMP barriers of every small kernel cost more than the second thread gains. Provisional:
 # scripts/benchmarks/bench_threads.py measures the knee on a quiet machine (docs/BENCHMARK.md).
@@ -127,51 +120,6 @@ def usable_cores(cpus: list[int], quota: float | None, slurm: int | None) -> int
     return max(1, min(limits))
 
 
-def cpu_times(stat: Path = PROC_STAT) -> dict[int, tuple[int, int]]:
-    """Each CPU's (busy, total) time so far from /proc/stat, in clock ticks; {} where unreadable."""
-    out: dict[int, tuple[int, int]] = {}
-    try:
-        lines = stat.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        name, *columns = line.split()
-        if not (name.startswith("cpu") and name[3:].isdigit()):
-            continue
-        ticks = [int(c) for c in columns[:8]]
-        idle = sum(ticks[i] for i in _IDLE_COLUMNS if i < len(ticks))
-        out[int(name[3:])] = (sum(ticks) - idle, sum(ticks))
-    return out
-
-
-def busy_between(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], cpus: list[int]) -> float:
-    """How many of ``cpus`` other processes kept busy between two cpu_times() (this one sleeps
-    in between): the sum of each CPU's busy share."""
-    busy = 0.0
-    for cpu in cpus:
-        if cpu in before and cpu in after:
-            spent, total = (a - b for a, b in zip(after[cpu], before[cpu], strict=True))
-            busy += spent / total if total > 0 else 0.0
-    return busy
-
-
-def busy_cores(cpus: list[int], seconds: float = BUSY_SAMPLE_S, stat: Path = PROC_STAT) -> float:
-    """The cores among ``cpus`` that other processes keep busy now, sampled over ``seconds``
-    (0 where /proc/stat is not there: the machine's load average cannot tell whose it is)."""
-    before = cpu_times(stat)
-    if not before:
-        return 0.0
-    time.sleep(seconds)
-    return busy_between(before, cpu_times(stat), cpus)
-
-
-def free_cores(cpus: int, usable: int, busy: float) -> int:
-    """The threads that fit beside other processes' work: of ``cpus`` CPUs this process may run on,
-    ``busy`` are kept busy by others; at most ``usable`` (a quota or SLURM's count may allow fewer
-    than the CPUs), at least one."""
-    return max(1, min(usable, math.floor(cpus - busy + 1 - BUSY_SLACK)))
-
-
 def threads_for_work(work: float) -> int:
     """The threads a pack's step keeps busy: one per WORK_PER_THREAD parameter-samples (at least one)."""
     return max(1, math.floor(work / WORK_PER_THREAD))
@@ -194,12 +142,11 @@ class Cores:
         return usable_cores(self.cpus, self.quota, self.slurm)
 
 
-def choose(setting: int | str, work: float, environ: Mapping[str, str] | None = None, cores: Cores | None = None,
-           sample_busy: Callable[[list[int]], float] = busy_cores) -> ThreadChoice:
+def choose(setting: int | str, work: float, environ: Mapping[str, str] | None = None,
+           cores: Cores | None = None) -> ThreadChoice:
     """The thread count of a pack whose step does ``work`` parameter-samples (pack_work): an
-    integer setting as given; OMP_NUM_THREADS where set; else the fewest of the pack's need
-    (threads_for_work) and the usable cores that other processes leave free (``sample_busy``
-    of the process's CPUs). ``environ`` and ``cores`` default to this process's."""
+    integer setting as given; OMP_NUM_THREADS where set; else the fewer of the pack's need
+    (threads_for_work) and the usable cores. ``environ`` and ``cores`` default to this process's."""
     environ = os.environ if environ is None else environ
     if setting != AUTO:
         return ThreadChoice(int(setting), f"train.threads={setting}")
@@ -208,12 +155,26 @@ def choose(setting: int | str, work: float, environ: Mapping[str, str] | None = 
         return ThreadChoice(omp, f"OMP_NUM_THREADS={omp}")
     cores = Cores.of_this_process(environ) if cores is None else cores
     usable, need = cores.usable, threads_for_work(work)
-    if need == 1 or usable == 1:  # nothing to sample: one thread either way
-        return ThreadChoice(1, f"auto: {usable} usable core(s), the pack's step keeps {need} busy")
-    busy = sample_busy(cores.cpus)
-    return ThreadChoice(min(need, free_cores(len(cores.cpus), usable, busy)),
-                        f"auto: {usable} usable core(s), {busy:.1f} kept busy by other processes, the pack's step "
-                        f"keeps {need} busy")
+    return ThreadChoice(min(need, usable), f"auto: {usable} usable core(s), the pack's step keeps {need} busy")
+
+
+# OpenMP's environment that says how its threads wait; a user's own choice of either is kept.
+WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def passive_waits(environ=None, loaded=None) -> bool:
+    """Set OMP_WAIT_POLICY=PASSIVE for this process and the workers it starts, before torch loads
+    OpenMP (which reads it once), unless the user set a wait policy or torch is already loaded.
+    Returns whether it was set. With spinning waits, a thread whose core another process holds
+    keeps its partner spinning at every barrier of the pack's many small kernels."""
+    import sys
+
+    environ = os.environ if environ is None else environ
+    loaded = sys.modules if loaded is None else loaded
+    if "torch" in loaded or any(k in environ for k in WAIT_SETTINGS):
+        return False
+    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
 
 
 def pack_work(parameters: int, batch_size: int) -> float:

@@ -16,14 +16,6 @@ from kanx.record import Record
 BIG = 100 * threads.WORK_PER_THREAD  # a step that would keep 100 threads busy
 
 
-def no_sampling(cpus):
-    raise AssertionError("the choice sampled the machine's load where it had nothing to choose")
-
-
-def busy(value):
-    return lambda cpus: value
-
-
 # ---------------------------------------------------------------- where the count comes from
 
 
@@ -78,62 +70,63 @@ intr 12345
 """
 
 
-def test_busy_cores_are_read_per_cpu_from_proc_stat(tmp_path):
-    before, after = tmp_path / "before", tmp_path / "after"
-    before.write_text(STAT.format(a=0, b=0, c0=1000, i0=500, c1=10, i1=2000))
-    # cpu0 busy the whole time (a process training beside this one), cpu1 idle but for 5 of 100 ticks
-    after.write_text(STAT.format(a=0, b=0, c0=1100, i0=500, c1=15, i1=2095))
-    t0, t1 = threads.cpu_times(before), threads.cpu_times(after)
-    assert threads.busy_between(t0, t1, [0, 1]) == pytest.approx(1.05)
-    assert threads.busy_between(t0, t1, [1]) == pytest.approx(0.05)  # only the CPUs this process may use count
-    assert threads.cpu_times(tmp_path / "absent") == {}
-
-
-def test_a_core_kept_busy_by_another_process_is_not_free():
-    assert threads.free_cores(2, 2, 1.0) == 1
-    assert threads.free_cores(2, 2, 0.8) == 1
-    assert threads.free_cores(2, 2, 0.1) == 2  # a shell waking now and then leaves it free
-    assert threads.free_cores(2, 2, 2.0) == 1  # never fewer than one
-    assert threads.free_cores(16, 16, 3.0) == 13
-    # a node of 64 CPUs shared by quota: other jobs' 30 busy cores leave this job its 4
-    assert threads.free_cores(64, 4, 30.0) == 4
-    assert threads.free_cores(64, 4, 62.0) == 2
-
-
 # ---------------------------------------------------------------- the choice
 
 
 def test_a_count_given_wins_over_omp_num_threads_and_the_machine():
-    choice = threads.choose(3, 0.0, {"OMP_NUM_THREADS": "1"}, threads.Cores([0]), no_sampling)
+    choice = threads.choose(3, 0.0, {"OMP_NUM_THREADS": "1"}, threads.Cores([0]))
     assert choice == threads.ThreadChoice(3, "train.threads=3")
 
 
 def test_omp_num_threads_set_by_the_user_wins_over_auto():
-    choice = threads.choose("auto", BIG, {"OMP_NUM_THREADS": "2"}, threads.Cores(list(range(8))), no_sampling)
+    choice = threads.choose("auto", BIG, {"OMP_NUM_THREADS": "2"}, threads.Cores(list(range(8))))
     assert choice.count == 2 and choice.why == "OMP_NUM_THREADS=2"
 
 
-def test_auto_never_runs_two_threads_beside_a_busy_core():
-    """The 14x collapse: two threads on a 2-core machine whose other core is busy."""
-    two = threads.Cores([0, 1])
-    assert threads.choose("auto", BIG, {}, two, busy(1.0)).count == 1
-    assert threads.choose("auto", BIG, {}, two, busy(0.05)).count == 2
-
-
-def test_auto_gives_a_small_pack_one_thread_without_sampling_the_machine():
+def test_auto_gives_a_pack_the_threads_its_step_keeps_busy_within_the_usable_cores():
     assert threads.threads_for_work(threads.WORK_PER_THREAD - 1) == 1
     assert threads.threads_for_work(3 * threads.WORK_PER_THREAD) == 3
-    assert threads.choose("auto", 1000.0, {}, threads.Cores(list(range(64))), no_sampling).count == 1
-    assert threads.choose("auto", 3 * threads.WORK_PER_THREAD, {}, threads.Cores(list(range(64))), busy(0)).count == 3
+    assert threads.choose("auto", 1000.0, {}, threads.Cores(list(range(64)))).count == 1
+    assert threads.choose("auto", 3 * threads.WORK_PER_THREAD, {}, threads.Cores(list(range(64)))).count == 3
+    assert threads.choose("auto", BIG, {}, threads.Cores([0, 1])).count == 2
+
+
+def test_auto_does_not_read_the_load_so_the_same_machine_gives_the_same_numbers(monkeypatch):
+    """The count changes a run's last bits: auto must not move with what else runs now."""
+    import os as os_module
+
+    monkeypatch.setattr(os_module, "getloadavg", lambda: (50.0, 50.0, 50.0))
+    assert threads.choose("auto", BIG, {}, threads.Cores([0, 1])).count == 2
+    assert not hasattr(threads, "busy_cores")
 
 
 def test_auto_keeps_to_the_quota_and_slurm_count():
     many = list(range(64))
-    assert threads.choose("auto", BIG, {}, threads.Cores(many, quota=4.0), busy(0)).count == 4
-    assert threads.choose("auto", BIG, {}, threads.Cores(many, quota=4.0), busy(40.0)).count == 4
-    assert threads.choose("auto", BIG, {"SLURM_CPUS_PER_TASK": "1"}, threads.Cores(many, slurm=1),
-                          no_sampling).count == 1
+    assert threads.choose("auto", BIG, {}, threads.Cores(many, quota=4.0)).count == 4
+    assert threads.choose("auto", BIG, {"SLURM_CPUS_PER_TASK": "1"}, threads.Cores(many, slurm=1)).count == 1
     assert threads.Cores.of_this_process({"SLURM_CPUS_PER_TASK": "1"}).usable == 1
+
+
+def test_openmp_threads_wait_passively_unless_the_user_chose_or_torch_is_loaded():
+    env: dict = {}
+    assert threads.passive_waits(env, loaded={}) and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    for own in ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "10000"}):
+        mine = dict(own)
+        assert not threads.passive_waits(mine, loaded={}) and mine == own
+    late: dict = {}
+    assert not threads.passive_waits(late, loaded={"torch": object()}) and late == {}
+
+
+@pytest.mark.slow
+def test_importing_kanx_sets_the_passive_wait_policy_before_torch_loads():
+    import os as os_module
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os_module.environ.items() if k not in threads.WAIT_SETTINGS}
+    code = "import os, kanx, torch; print(os.environ.get('OMP_WAIT_POLICY'))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "PASSIVE", done.stderr[-2000:]
 
 
 # ---------------------------------------------------------------- the config and the record
