@@ -219,6 +219,17 @@ def wandb_summary(path) -> dict:
     return summary
 
 
+def settled_wandb_summary(path, timeout: float = 60.0) -> dict:
+    """wandb_summary once it holds the results: wandb (0.31) hands a finished run's last records to
+    its service process, which may write them after finish() returns."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while "status" not in (summary := wandb_summary(path)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return summary
+
+
 @pytest.mark.slow
 def test_wandb_example_logs_offline_into_each_run_folder(tmp_path, monkeypatch):
     """conf/logger/wandb.yaml with WANDB_MODE=offline: one offline W&B run per kanx run in its run
@@ -232,7 +243,7 @@ def test_wandb_example_logs_offline_into_each_run_folder(tmp_path, monkeypatch):
         record = json.loads((run_dir / "record.json").read_text())
         run_id = (run_dir / "wandb" / "kanx-run-id").read_text().strip()
         (offline,) = (run_dir / "wandb").glob(f"offline-run-*-{run_id}")
-        summary = wandb_summary(offline / f"run-{run_id}.wandb")
+        summary = settled_wandb_summary(offline / f"run-{run_id}.wandb")
         assert summary["status"] == record["status"]
         assert summary["test_rmse"] == pytest.approx(record["metrics"]["test_rmse"])
 
