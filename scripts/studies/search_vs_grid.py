@@ -14,16 +14,18 @@ under --paper (70, 40 and 60). The sweeper keeps its study under ROOT/search and
 checks the pipeline in a couple of minutes (`+debug=quick`, fewer training rows, 4 trials in
 batches of 2) into outputs/studies-smoke/search_vs_grid; further overrides go to every search.
 
-`table` (and `run` at its end) reads both sides' records and writes ROOT/study.md and the figures
-ROOT/figures/search_vs_grid_<dataset>.png. Both sides are read alike: every trained run is a
-candidate model, so each side's points are all its usable runs (status ok or collapsed, a finite
-test RMSE and edge count), the grid's 70 (40, 60) runs over its betas and seeds, not the
-seed-medians per beta the report's hypervolume uses; each side's front is the points no other
-of its points beats in both. The dynamical systems' test RMSE is read at the paper's rollout
-horizon (kanx/analyze/paper/readings.csv: Ikeda 200 steps), as the report reads it. One
-reference point per dataset: 1.1 x the largest test RMSE and the largest edge count over both
-sides' points (kanx.analyze.hypervolume.REF_SCALE); the HV is given as a share of the box
-between the origin and that point, and the search's as a multiple of the grid's.
+`table` (and `run` at its end) reads both sides' records and writes ROOT/study.md and the
+figures ROOT/figures/search_vs_grid_<dataset>.png (Ikeda's at its configured horizon too,
+..._ikeda_configured.png). Both sides are read alike: every trained run is a candidate model, so
+each side's points are all its usable runs (status ok or collapsed, a finite test RMSE and edge
+count), the grid's 70 (40, 60) runs over its betas and seeds, not the seed-medians per beta the
+report's hypervolume uses; each side's front is the points no other of its points beats in both.
+The dynamical systems' test RMSE is read at the paper's rollout horizon
+(kanx/analyze/paper/readings.csv: Ikeda 200 steps), as the report reads it, and again at the
+horizon the dataset's config names (Ikeda 10 steps), the one the search optimized. One reference
+point per dataset: 1.1 x the largest test RMSE and the largest edge count over both sides'
+points (kanx.analyze.hypervolume.REF_SCALE); the HV is given as a share of the box between the
+origin and that point, and the search's as a multiple of the grid's.
 """
 
 from __future__ import annotations
