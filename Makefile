@@ -88,10 +88,11 @@ docs-calibration: install ## docs/CALIBRATION.md from the records under results/
 docs-reproduction: install ## docs/REPRODUCTION.md: Concrete (results/paper-refit256, results/paper) vs the published values, and the other families
 	$(PY) scripts/reproduction_doc.py
 
-study: install ## A study beyond the paper at its protocol, then its tables: STUDY=inputs|nodes|distractors [JOBS=n] [SCALE=smoke] (docs/STUDIES.md)
+study: install ## A study beyond the paper at its protocol, then its tables: STUDY=inputs|nodes|distractors|search [JOBS=n] [SCALE=smoke] (docs/STUDIES.md)
 	@case "$(STUDY)" in inputs|nodes) $(PY) scripts/studies/factor_study.py run $(STUDY) --jobs $(or $(JOBS),1) --scale $(SCALE) $(OVERRIDES);; \
 	  distractors) $(PY) scripts/studies/distractors.py run $(if $(filter smoke,$(SCALE)),--quick) $(OVERRIDES);; \
-	  *) echo "make study: STUDY='$(STUDY)' is not one of: inputs, nodes, distractors" >&2; exit 2;; esac
+	  search) $(PY) scripts/studies/search_vs_grid.py run $(if $(filter smoke,$(SCALE)),--scale tiny) $(OVERRIDES);; \
+	  *) echo "make study: STUDY='$(STUDY)' is not one of: inputs, nodes, distractors, search" >&2; exit 2;; esac
 
 bench: install ## Speed benchmark: kanx packed vs pykan (installs the bench extra); BASELINE=REV also times kanx of commit REV
 	$(PY) -m pip install -q -e '.[bench]'

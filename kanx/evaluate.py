@@ -6,13 +6,16 @@
     python -m kanx.evaluate results/paper results/retrain --sample 100   # 100 runs, spread over the datasets
 
 A record's test metrics (train and test RMSE; for the dynamical systems the one-step RMSE, the
-multi-step RMSE and the rollout error curve, kanx.data.metrics) and its structure (contributing
-edges, depth, exit, open gates) are computed once, when the run ends. This command recomputes
+multi-step RMSE and the rollout error curve, kanx.data.metrics), with a validation split
+(dataset.val_fraction, rebuilt from the config) the same readings of it (val_rmse, and for the
+dynamical systems val_rmse_one_step), and its structure (contributing edges, depth, exit, open
+gates) are computed once, when the run ends. This command recomputes
 them from what the run folder holds (record.json with its config, model.pt, and the data the
 config names, rebuilt from its seed or read from KANX_DATA_DIR) without training, and gives
 every metric a verdict (kanx.verdicts): identical; within floating-point tolerance; for a rung
-of a chaotic rollout, consistent with the spread of the same rollouts started one ulp apart; or
-differs. docs/RECORDS.md, "Rescoring on another machine", says what each verdict promises.
+of a chaotic rollout (the validation rollouts' val_rmse among them), consistent with the spread
+of the same rollouts started one ulp apart; or differs. docs/RECORDS.md, "Rescoring on another
+machine", says what each verdict promises.
 
 Every run folder under PATH is accounted for, as one of:
   agrees            every metric identical, within tolerance or consistent

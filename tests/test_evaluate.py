@@ -297,6 +297,58 @@ def test_verdicts_on_hand_made_values():
     assert 0.5 < 0.80 - CONSISTENT_Z * 0.033  # 0.5 is outside the band, 0.87 inside
 
 
+def test_a_validation_rollout_is_judged_against_its_own_ensemble_as_the_tests_are(tmp_path, capsys, monkeypatch):
+    """With a validation split a dynamical record's val_rmse is a rollout's RMSE (over the end of
+    the training segment), whose last bits another machine moves as it moves test_rmse's: it gets
+    the one-ulp ensemble of its own rollouts. The tolerance is set to nothing here, so that a value
+    off the recomputed one goes to the ensemble as a real machine's would past the tolerance.
+    Weights changed and sealed again still differ."""
+    import statistics
+
+    import torch
+
+    import kanx.verdicts
+    from kanx.evaluate import AGREES, DIFFERS_RUN, _rescored, check
+    from kanx.verdicts import CONSISTENT, DIFFERS, IDENTICAL
+
+    # Baseline: at 3 epochs EFX's gates close every edge, and no weight would move its output
+    run_dir = train_run(tmp_path / "run", "dataset=ikeda", "dataset.val_fraction=0.25", "seed=1", *TOY,
+                        "train.epochs=3", "train.warmup=1", "train.fc_warmup=1", f"results_root={tmp_path}")
+    recorded = json.loads((run_dir / records.RECORD).read_text())
+    verdicts = {v.name: v.verdict for v in check(run_dir).verdicts}
+    assert verdicts["val_rmse"] == verdicts["val_rmse_one_step"] == IDENTICAL  # the split is rebuilt, and rescored
+    _, chaotic, ensemble, _ = _rescored(run_dir)
+    assert chaotic("val_rmse") == "val_rmse" and chaotic("val_rmse_one_step") is None  # one step: the tolerance
+    draws = ensemble()["val_rmse"]
+    mean, sd = statistics.fmean(draws), statistics.stdev(draws)
+    assert sd > 0
+
+    def rewrite(**metrics):
+        (run_dir / records.RECORD).write_text(json.dumps({**recorded, "metrics": {**recorded["metrics"], **metrics}}))
+        records.seal(run_dir)
+
+    monkeypatch.setattr(kanx.verdicts, "RTOL", 0.0)
+    monkeypatch.setattr(kanx.verdicts, "STOL", 0.0)
+    rewrite(val_rmse=mean + 3 * sd)
+    result = check(run_dir)
+    assert result.outcome == AGREES and {v.name: v.verdict for v in result.verdicts}["val_rmse"] == CONSISTENT
+    rewrite(val_rmse=mean + 3 * sd, val_rmse_one_step=recorded["metrics"]["val_rmse_one_step"] * (1 + 1e-6))
+    result = check(run_dir)
+    assert result.outcome == DIFFERS_RUN
+    assert [v.name for v in result.verdicts if v.verdict == DIFFERS] == ["val_rmse_one_step"]
+    monkeypatch.undo()
+
+    rewrite()
+    saved = torch.load(run_dir / records.MODEL, weights_only=True)
+    last = [k for k in saved["model"] if k.endswith("coef")][-1]
+    saved["model"][last] += 0.5  # the output layer's splines shifted: val_rmse 0.54 -> 0.74
+    torch.save(saved, run_dir / records.MODEL)
+    records.seal(run_dir)
+    result = check(run_dir)
+    val = next(v for v in result.verdicts if v.name == "val_rmse")
+    assert result.outcome == DIFFERS_RUN and val.verdict == DIFFERS and val.z is not None  # judged by its ensemble
+
+
 def test_no_ensemble_is_computed_when_every_rollout_metric_agrees_within_tolerance():
     from kanx.verdicts import judge
 

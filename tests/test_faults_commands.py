@@ -194,6 +194,28 @@ def test_the_factor_study_passes_one_seed_and_pack_size_one_on(tmp_path, monkeyp
     assert argv[argv.index("--pack-size") + 1] == "1" and "seed=0" in argv, argv  # 1 seed is seed 0
 
 
+SEARCH = {
+    "run foo=1": (["run", "foo=1"], "Could not override 'foo'"),
+    "run +betta=1": (["run", "+betta=1"], "unknown key(s) betta (did you mean beta?)"),
+    "run of an empty paper": (["run", "--paper", "{tmp}"], "--paper {tmp} holds no EFX record of concrete, nguyen_f7"),
+    "table of no root": (["table", "--root", "{tmp}/nonexist"], "--root {tmp}/nonexist is not a folder"),
+    "table of no paper": (["table", "--root", "{tmp}", "--paper", "{tmp}/no"], "--paper {tmp}/no is not a"),
+    "table with overrides": (["table", "--root", "{tmp}", "seed=0"], "table takes no overrides (seed=0)"),
+}
+
+
+@pytest.mark.parametrize("case", list(SEARCH))
+def test_the_search_study_refuses_bad_input_in_one_line_before_any_search(tmp_path, capsys, monkeypatch, case):
+    args, words = SEARCH[case]
+    study = script("search_vs_grid")
+    monkeypatch.setattr(study.subprocess, "call", lambda command: pytest.fail(f"searched with {command}"))
+    given = [a.format(tmp=tmp_path) for a in args]
+    root = [] if "--root" in given else ["--root", str(tmp_path / "s")]
+    code, err = refused(lambda: study.main([*given, *root]), capsys)
+    assert code == 2 and words.format(tmp=tmp_path) in one_line(err, "python scripts/studies/search_vs_grid.py"), err
+    assert not (tmp_path / "s").exists()
+
+
 # ---------------------------------------------------------------- the command as typed
 
 
