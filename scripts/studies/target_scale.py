@@ -6,12 +6,15 @@ Nguyen F5, 2.6 on Ikeda, and about 2 times more weakly on Nguyen F3 and F4 (var 
 
     python scripts/studies/target_scale.py run [--results results/calibration/ecosystem-protocol]
     python scripts/studies/target_scale.py departures [--results results/paper]
+    python scripts/studies/target_scale.py shifted [--results results/paper]
     python scripts/studies/target_scale.py arms [--results results/calibration/ecosystem-protocol]
 
 `run` trains the study's arms on Ecosystem (Baseline and F on raw targets to choose, seeds 0-4;
 E and EX at beta 0.005 and 0.1 to check, seeds 0-2; one training process at a time);
 `departures` prints, from the committed analysis tables, each dataset's target variance beside
-how far its gated cells' edge medians lie from the published ones; `arms` prints the study's
+how far its gated cells' edge medians lie from the published ones; `shifted` reads kanx's own
+edge curves at beta / var(y) (what raw targets would amount to) against the published cells;
+`arms` prints the study's
 seed-medians at the paper's reading beside the committed records of the same seeds and the
 published values.
 """
@@ -92,6 +95,40 @@ def departures(results: Path, datasets: Iterable[str] = DATASETS, conditions=("E
     return pd.DataFrame(rows).sort_values("var(y)").reset_index(drop=True)
 
 
+def edges_at(curve: pd.Series, beta: float) -> float:
+    """Edges of a (beta > 0 -> edges median) curve at `beta`, interpolated linearly in log-log;
+    NaN outside the curve's beta range (no extrapolation)."""
+    curve = curve[curve.index > 0].sort_index()
+    if curve.empty or not curve.index[0] <= beta <= curve.index[-1]:
+        return math.nan
+    logs = np.log(curve.index.to_numpy(dtype=float))
+    return float(np.exp(np.interp(math.log(beta), logs, np.log(curve.clip(lower=1).to_numpy(dtype=float)))))
+
+
+def shifted(results: Path, datasets: Iterable[str] = DATASETS, conditions=("E", "EF")) -> pd.DataFrame:
+    """Per published gated cell: kanx's edges at the same beta, and at beta / var(y), the beta
+    that raw targets would amount to with kanx's standardized ones (read off kanx's own curve,
+    so only cells whose shifted beta lies inside kanx's beta range)."""
+    rows = []
+    for name in datasets:
+        var = target_variance(name)
+        ours = pd.read_csv(results / TABLES.format(name))
+        published = pd.read_csv(str(PUBLISHED).format(name))
+        for condition in conditions:
+            mine = ours[ours["condition"] == condition]
+            curve = mine.set_index(mine["beta"].round(6))["edges_median"]
+            for _, p in published[(published["condition"] == condition) & (published["beta"] > 0)].iterrows():
+                same, raw = edges_at(curve, p["beta"]), edges_at(curve, p["beta"] / var)
+                if math.isnan(same) or math.isnan(raw):
+                    continue
+                rows.append({"dataset": name, "condition": condition, "beta": p["beta"], "var(y)": var,
+                             "beta / var(y)": p["beta"] / var, "paper": p["edges_median"], "kanx": same,
+                             "kanx at beta / var(y)": raw,
+                             "abs log ratio": abs(math.log(same / p["edges_median"])),
+                             "abs log ratio shifted": abs(math.log(raw / p["edges_median"]))})
+    return pd.DataFrame(rows)
+
+
 def arm_of(record_path: Path) -> str:
     """The override folder of a record (…/<dataset>/<condition>/<arm>/beta=…,seed=…/record.json)."""
     return record_path.parent.parent.name
@@ -135,7 +172,7 @@ def arm_medians(records: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("run", "departures", "arms"))
+    ap.add_argument("what", choices=("run", "departures", "shifted", "arms"))
     ap.add_argument("--results", type=Path, default=None,
                     help="results root (run, arms: results/calibration/ecosystem-protocol; departures: results/paper)")
     ap.add_argument("--reference", type=Path, default=ROOT / "results" / "paper",
@@ -150,6 +187,15 @@ def main(argv: list[str] | None = None) -> int:
         for condition in ("E", "EF"):
             rho = table[["var(y)", f"{condition} mean log edge ratio"]].corr(method="spearman").iloc[0, 1]
             print(f"\n{condition}: Spearman rank correlation of var(y) and the mean log edge ratio: {rho:.2f}")
+        return 0
+    if a.what == "shifted":
+        table = shifted(a.results or ROOT / "results" / "paper")
+        print(table.to_markdown(index=False, floatfmt=".3g"))
+        summary = table.groupby(["dataset", "condition"])[["abs log ratio", "abs log ratio shifted"]].mean()
+        print("\n" + summary.assign(cells=table.groupby(["dataset", "condition"]).size()).to_markdown(floatfmt=".3f"))
+        both = table[["abs log ratio", "abs log ratio shifted"]].mean()
+        print(f"\nall {len(table)} cells: mean abs log edge ratio {both.iloc[0]:.3f} as run, "
+              f"{both.iloc[1]:.3f} read at beta / var(y)")
         return 0
     seeds = [int(s) for s in SEEDS.split(",")]
     ours = arm_records(a.results or study, seeds=seeds)
