@@ -54,3 +54,12 @@ def test_arm_medians_reads_the_published_range_at_its_printed_precision(script):
     assert row["in range"]  # 0.11597 prints as 0.1160, the published minimum
     low = script.arm_medians(records.assign(**{"paper reading": [0.1159, 0.2, 0.1]}), published).iloc[0]
     assert not low["in range"]
+
+
+def test_edges_at_interpolates_in_log_log_inside_the_gated_range_only(script):
+    curve = pd.Series({0.0: 54.0, 0.01: 19.0, 0.1: 10.0})
+    assert script.edges_at(curve, 0.01) == pytest.approx(19.0)
+    # halfway in log beta between 0.01 and 0.1: the geometric mean of the edges
+    assert script.edges_at(curve, 10 ** -1.5) == pytest.approx(math.sqrt(19.0 * 10.0))
+    assert math.isnan(script.edges_at(curve, 0.005))  # beta 0 is no anchor: no extrapolation
+    assert math.isnan(script.edges_at(curve, 0.2))
