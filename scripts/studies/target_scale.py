@@ -137,22 +137,21 @@ def arm_of(record_path: Path) -> str:
 def arm_records(results: Path, dataset: str = "ecosystem", seeds: Iterable[int] | None = None) -> pd.DataFrame:
     """One row per finished record: arm, condition, beta, seed, the paper's reading (the rung of
     kanx/analyze/paper/readings.csv), one-step RMSE, edges and depth."""
-    import json
-
     from kanx.analyze.readings import paper_readings
+    from kanx.record import Record
 
     rung = paper_readings()[dataset]
     keep = None if seeds is None else set(seeds)
     rows = []
     for path in sorted((results / dataset).glob("*/*/*/record.json")):
-        r = json.loads(path.read_text())
-        if r.get("status") != "ok" or (keep is not None and r["seed"] not in keep):
+        record = Record.read(path.parent)
+        r, metrics = record.fields, record.metrics
+        if record.status != "ok" or (keep is not None and r["seed"] not in keep):
             continue
-        ladder = r["metrics"]["rollout_rmse"]
         key = str(r["n_test"]) if rung == "whole" else str(rung)
         rows.append({"arm": arm_of(path), "condition": r["condition"], "beta": float(r["beta"]), "seed": r["seed"],
-                     "paper reading": ladder[key], "one step": r["metrics"]["test_rmse_one_step"],
-                     "edges": r["metrics"]["contributing_edges"], "depth": r["metrics"]["depth"]})
+                     "paper reading": metrics["rollout_rmse"][key], "one step": metrics["test_rmse_one_step"],
+                     "edges": metrics["contributing_edges"], "depth": metrics["depth"]})
     return pd.DataFrame(rows)
 
 
