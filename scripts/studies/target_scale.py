@@ -136,11 +136,12 @@ def arm_of(record_path: Path) -> str:
 
 def arm_records(results: Path, dataset: str = "ecosystem", seeds: Iterable[int] | None = None) -> pd.DataFrame:
     """One row per finished record: arm, condition, beta, seed, the paper's reading (the rung of
-    kanx/analyze/paper/readings.csv), one-step RMSE, edges and depth."""
+    kanx/analyze/paper/readings.csv for a dynamical dataset, else the test RMSE), one-step RMSE,
+    edges and depth."""
     from kanx.analyze.readings import paper_readings
     from kanx.record import Record
 
-    rung = paper_readings()[dataset]
+    rung = paper_readings().get(dataset)
     keep = None if seeds is None else set(seeds)
     rows = []
     for path in sorted((results / dataset).glob("*/*/*/record.json")):
@@ -149,8 +150,9 @@ def arm_records(results: Path, dataset: str = "ecosystem", seeds: Iterable[int] 
         if record.status != "ok" or (keep is not None and r["seed"] not in keep):
             continue
         key = str(r["n_test"]) if rung == "whole" else str(rung)
+        reading = metrics["test_rmse"] if rung is None else metrics["rollout_rmse"][key]
         rows.append({"arm": arm_of(path), "condition": r["condition"], "beta": float(r["beta"]), "seed": r["seed"],
-                     "paper reading": metrics["rollout_rmse"][key], "one step": metrics["test_rmse_one_step"],
+                     "paper reading": reading, "one step": metrics.get("test_rmse_one_step", metrics["test_rmse"]),
                      "edges": metrics["contributing_edges"], "depth": metrics["depth"]})
     return pd.DataFrame(rows)
 
@@ -174,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("what", choices=("run", "departures", "shifted", "arms"))
     ap.add_argument("--results", type=Path, default=None,
                     help="results root (run, arms: results/calibration/ecosystem-protocol; departures: results/paper)")
+    ap.add_argument("--dataset", default="ecosystem", choices=DATASETS, help="arms: the dataset to tabulate")
     ap.add_argument("--reference", type=Path, default=ROOT / "results" / "paper",
                     help="arms: the committed records set beside the study's (same seeds)")
     a = ap.parse_args(argv)
@@ -197,14 +200,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{both.iloc[1]:.3f} read at beta / var(y)")
         return 0
     seeds = [int(s) for s in SEEDS.split(",")]
-    ours = arm_records(a.results or study, seeds=seeds)
-    reference = arm_records(a.reference, seeds=seeds)
+    ours = arm_records(a.results or study, a.dataset, seeds=seeds)
+    reference = arm_records(a.reference, a.dataset, seeds=seeds)
     if ours.empty:
         print(f"target_scale.py: no finished records under {a.results or study}", file=sys.stderr)
         return 1
     reference = reference[reference.set_index(["condition", "beta"]).index.isin(
         ours.set_index(["condition", "beta"]).index)]
-    published = pd.read_csv(str(PUBLISHED).format("ecosystem"))
+    published = pd.read_csv(str(PUBLISHED).format(a.dataset))
     print(arm_medians(pd.concat([reference, ours]), published).to_markdown(index=False, floatfmt=".4g"))
     return 0
 
