@@ -35,7 +35,7 @@ def test_train_help_describes_kanx_and_lists_the_config_groups():
     assert "Kolmogorov-Arnold" in text and "Bagrow & Bongard" in text and "is powered by Hydra" not in text
     groups = {line.split(":")[0] for line in text.split("== Config groups ==")[1].split("== Config ==")[0].splitlines()
               if ": " in line}
-    assert groups == {"condition", "dataset", "debug", "launcher", "logger"}
+    assert groups == {"condition", "dataset", "debug", "hparams_search", "launcher", "logger"}
     condition_line = next(line for line in text.splitlines() if line.startswith("condition: "))
     options = set(condition_line.removeprefix("condition: ").split(", "))
     # the paper's eight and the factor sets of #38
