@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,18 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import load_script
 
 from kanx.data import dynamics, load_dataset
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "reading_spread.py"
 
 
 @pytest.fixture(scope="module")
 def spread():
-    spec = importlib.util.spec_from_file_location("reading_spread", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("studies/reading_spread.py")
 
 
 def test_ulp_draws_move_every_coordinate_one_float32_ulp_up_or_down(spread):

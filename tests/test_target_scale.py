@@ -1,22 +1,17 @@
 """scripts/studies/target_scale.py (issue #52): edge departures against the published cells, and
 the seed-medians of a study's arms beside the published range."""
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "target_scale.py"
+from helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("target_scale", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("studies/target_scale.py")
 
 
 def cells(rows):
