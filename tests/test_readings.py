@@ -182,3 +182,23 @@ def test_the_records_note_names_each_datasets_reading_once():
     line, _ = _rollout_note({"ikeda": 200, "ecosystem": "whole"}, ["ikeda", "ecosystem"])
     assert ("Ikeda at rollouts of 200 steps tiling the test segment; Ecosystem at one rollout over the whole test "
             "segment, from each record's rollout curve") in line
+
+
+def test_the_report_names_the_departures_of_its_families_only():
+    """kanx/analyze/paper/departures.csv: each remaining departure with its cause or what was tried, and
+    the section of docs/CALIBRATION.md that holds the evidence; a report lists its families' only."""
+    import re
+
+    from helpers import ROOT
+
+    from kanx.analyze.labels import family_label
+    from kanx.analyze.published import PAPER_DEPARTURES_FILE, departures_markdown
+
+    rows = pd.read_csv(PAPER_DEPARTURES_FILE, dtype=str)
+    sections = set(re.findall(r"^## (.+)$", (ROOT / "docs" / "CALIBRATION.md").read_text(), re.M))
+    assert set(rows["section"]) <= sections  # each names a section that exists
+    concrete = departures_markdown(["concrete"], family_label)
+    assert concrete.startswith("- **Concrete.**") and "Ecosystem" not in concrete
+    every = departures_markdown(["nguyen", "ikeda", "ecosystem", "concrete", "superconductor"], family_label)
+    assert every.count("\n- ") + 1 == len(rows)
+    assert departures_markdown(["my_table"], family_label) is None

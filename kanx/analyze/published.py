@@ -99,6 +99,21 @@ def paper_published(dataset: str) -> pd.DataFrame | None:
     return table
 
 
+PAPER_DEPARTURES_FILE = PAPER_DIR / "departures.csv"
+
+
+def departures_markdown(families, family_label) -> str | None:
+    """The departures from the paper that remain in ``families`` and what explains each (or what was
+    tested), as a Markdown list: kanx/analyze/paper/departures.csv, each row naming the section of
+    docs/CALIBRATION.md that holds its evidence. None when no family of the report has one."""
+    rows = pd.read_csv(PAPER_DEPARTURES_FILE, dtype=str)
+    rows = rows[rows["family"].isin(set(families))]
+    if rows.empty:
+        return None
+    return "\n".join(f"- **{family_label(r.family)}.** {r.departure} {r.cause} (docs/CALIBRATION.md, "
+                     f"\"{r.section}\".)" for r in rows.itertuples())
+
+
 def paper_hv() -> pd.DataFrame:
     """The paper's HV table: a row per gated condition, a column per family and "mean"."""
     return pd.read_csv(PAPER_HV_FILE).set_index("condition")

@@ -231,6 +231,10 @@ def _paper_section(
              "Share of cells (condition, β with both a reproduced and a published median) whose reproduced "
              "median lies in the published range, per measure:", "",
              art.texts["tables/fidelity.md"], _links("tables/fidelity", ("md", "csv")), ""]
+    departures = pub.departures_markdown(families.values(), family_label)
+    if departures:
+        lines += ["The departures that remain in kanx's committed reproduction (results/paper), and what explains "
+                  "each or what was tried (kanx/analyze/paper/departures.csv):", "", departures, ""]
     if paper_hv is not None:
         side = pub.hv_side_by_side(hv, paper_hv)
         if side.attrs["families"]:
