@@ -8,12 +8,12 @@ loader, kanx.analyze.collect.load_runs).
 
 
 
-from kanx.threads import passive_waits
+from kanx.threads import short_spins
 
-# OpenMP reads its wait policy once, when torch loads it: set it before any kanx module imports
-# torch, so that a pack's threads sleep rather than spin where another process holds a core
+# OpenMP reads its spin count once, when torch loads it: set it before any kanx module imports
+# torch, so that a pack's threads soon sleep rather than spin where another process holds a core
 # (kanx.threads; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept).
-passive_waits()
+short_spins()
 
 
 def _version() -> str:

@@ -11,11 +11,13 @@ may use, the pack), never on the load of the moment: the same config and seed on
 machine give the same numbers, busy or idle. The count is recorded (timing.threads) and is not
 part of a run's identity (kanx.identity.NOT_RUN_DEFINING).
 
-The load is dealt with by OpenMP's wait policy instead (passive_waits): with torch's default,
-threads spin at every barrier, and a toy training on 2 threads of a 2-core machine with one core
-busy took 14 to 35 times as long as on one thread; with passive waits, 1.16 times
-(docs/BENCHMARK.md, "Threads and compiling"). Torch-free but for ``use`` (and ``use_for``, which
-calls it), so the choice is tested without threads.
+The load is dealt with by how long OpenMP's threads spin at a barrier instead (short_spins): with
+libgomp's default of 300,000 spins, Concrete EFX M = 70 on 2 threads of a 2-core machine with one
+core busy took 6 times as long as on one thread (21 times under auto's run), and a busier machine
+made a pack of 10 35 times slower; with 10,000 spins, 2.7 times, as fast as the default on an idle
+machine; passive waits (no spinning) cost 2.3 times on an idle machine (docs/BENCHMARK.md,
+"Threads and compiling"). Torch-free but for ``use`` (and ``use_for``, which calls it), so the
+choice is tested without threads.
 """
 
 from __future__ import annotations
@@ -160,20 +162,23 @@ def choose(setting: int | str, work: float, environ: Mapping[str, str] | None = 
 
 # OpenMP's environment that says how its threads wait; a user's own choice of either is kept.
 WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+# Spins at a barrier before a thread sleeps (libgomp's default: 300,000): as fast as the default on
+# an idle machine, and far less lost where another process holds a core (module docstring).
+SPIN_COUNT = "10000"
 
 
-def passive_waits(environ=None, loaded=None) -> bool:
-    """Set OMP_WAIT_POLICY=PASSIVE for this process and the workers it starts, before torch loads
-    OpenMP (which reads it once), unless the user set a wait policy or torch is already loaded.
-    Returns whether it was set. With spinning waits, a thread whose core another process holds
-    keeps its partner spinning at every barrier of the pack's many small kernels."""
+def short_spins(environ=None, loaded=None) -> bool:
+    """Set GOMP_SPINCOUNT=SPIN_COUNT for this process and the workers it starts, before torch loads
+    OpenMP (which reads it once), unless the user set a wait policy or a spin count, or torch is
+    already loaded. Returns whether it was set. With long spins, a thread whose core another
+    process holds keeps its partner spinning at every barrier of the pack's many small kernels."""
     import sys
 
     environ = os.environ if environ is None else environ
     loaded = sys.modules if loaded is None else loaded
     if "torch" in loaded or any(k in environ for k in WAIT_SETTINGS):
         return False
-    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    environ["GOMP_SPINCOUNT"] = SPIN_COUNT
     return True
 
 

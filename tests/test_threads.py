@@ -107,26 +107,26 @@ def test_auto_keeps_to_the_quota_and_slurm_count():
     assert threads.Cores.of_this_process({"SLURM_CPUS_PER_TASK": "1"}).usable == 1
 
 
-def test_openmp_threads_wait_passively_unless_the_user_chose_or_torch_is_loaded():
+def test_openmp_threads_spin_briefly_unless_the_user_chose_or_torch_is_loaded():
     env: dict = {}
-    assert threads.passive_waits(env, loaded={}) and env == {"OMP_WAIT_POLICY": "PASSIVE"}
-    for own in ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "10000"}):
+    assert threads.short_spins(env, loaded={}) and env == {"GOMP_SPINCOUNT": "10000"}
+    for own in ({"OMP_WAIT_POLICY": "PASSIVE"}, {"GOMP_SPINCOUNT": "300000"}):
         mine = dict(own)
-        assert not threads.passive_waits(mine, loaded={}) and mine == own
+        assert not threads.short_spins(mine, loaded={}) and mine == own
     late: dict = {}
-    assert not threads.passive_waits(late, loaded={"torch": object()}) and late == {}
+    assert not threads.short_spins(late, loaded={"torch": object()}) and late == {}
 
 
 @pytest.mark.slow
-def test_importing_kanx_sets_the_passive_wait_policy_before_torch_loads():
+def test_importing_kanx_sets_the_spin_count_before_torch_loads():
     import os as os_module
     import subprocess
     import sys
 
     env = {k: v for k, v in os_module.environ.items() if k not in threads.WAIT_SETTINGS}
-    code = "import os, kanx, torch; print(os.environ.get('OMP_WAIT_POLICY'))"
+    code = "import os, kanx, torch; print(os.environ.get('GOMP_SPINCOUNT'))"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == "PASSIVE", done.stderr[-2000:]
+    assert done.stdout.strip() == "10000", done.stderr[-2000:]
 
 
 # ---------------------------------------------------------------- the config and the record
