@@ -116,7 +116,6 @@ class PackTask:
         from kanx.runner import Checkpointer, run_jobs
 
         _task_logging()
-        _limit_threads()
         # SLURM counts restarts, whether submitit requeued the task or SLURM itself did (a
         # preemption in REQUEUE mode restarts the original pickle, not the checkpointed one).
         restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
@@ -163,15 +162,6 @@ def _task_logging() -> None:
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
-
-
-def _limit_threads() -> None:
-    """torch uses every core of the node by default; a task owns SLURM_CPUS_PER_TASK of them."""
-    cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    if cpus.isdigit() and "OMP_NUM_THREADS" not in os.environ:
-        import torch
-
-        torch.set_num_threads(int(cpus))
 
 
 def _save_then(previous: Any, checkpointer: Any) -> Any:
