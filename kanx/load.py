@@ -1,8 +1,10 @@
-"""Load a finished run: its record, its config and its trained model, ready to predict."""
+"""Load a finished run: its record, its config and its trained model, ready to predict, draw and
+export as a formula."""
 
 from __future__ import annotations
 
 import pickle
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
@@ -126,6 +128,17 @@ class TrainedRun:
         primitives)."""
         return formula_of_run(self, **options)
 
+    def draw(self, ax=None, **options):
+        """Draw the network as in the paper's Fig. 1, the picture kanx.draw.draw_run(run) draws,
+        and return the matplotlib Figure, as draw_run does (its first value): a new one, which
+        a notebook shows inline, or with ``ax`` given the figure of ``ax``, drawn on ``ax``.
+        Options: show_closed, title, legend, max_plots (kanx.diagram.draw). Each edge is drawn
+        over the range its source takes on the rebuilt training inputs (drawing_inputs), or
+        over its spline grid, with a warning, if they cannot be rebuilt."""
+        from kanx.diagram import draw  # matplotlib: imported when a drawing is asked for
+
+        return draw(self, drawing_inputs(self), ax=ax, **options)[0]
+
 
 def load_run(run_dir: str | Path) -> TrainedRun:
     """The record, the resolved config and the trained model of a finished run."""
@@ -176,6 +189,28 @@ def rebuild_dataset(run: TrainedRun):
         if not torch.allclose(getattr(refit, attr), getattr(run.scaling, attr).to(torch.float64)):
             raise ValueError("the rebuilt data do not match the scaling saved with the model")
     return ds
+
+
+def training_inputs(run: TrainedRun) -> torch.Tensor:
+    """The run's training inputs as its model takes them (scaled, (N, n_0)), rebuilt from the
+    record (rebuild_dataset). Raises on anything that keeps them from being the data the model
+    was trained on."""
+    ds = rebuild_dataset(run)
+    if ds.n_inputs != run.model.width[0]:
+        raise ValueError(f"dataset has {ds.n_inputs} inputs, the model {run.model.width[0]}")
+    return run.scaling.x(ds.x_train)
+
+
+def drawing_inputs(run: TrainedRun) -> torch.Tensor | None:
+    """training_inputs for a drawing (TrainedRun.draw, kanx.draw), which can do without them:
+    None, with a warning that names why, if they cannot be rebuilt; each edge is then drawn
+    over its spline grid's range."""
+    try:
+        return training_inputs(run)
+    except Exception as e:  # whatever the failure, the drawing falls back to the grid
+        warnings.warn(f"kanx.draw: cannot rebuild the training data ({type(e).__name__}: "
+                      f"{e}); drawing edges over their grid range", stacklevel=3)
+        return None
 
 
 def load_finished_run(run_dir):

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 from helpers import ROOT, TOY, flat_edge, train_run
+from matplotlib.figure import Figure
 
 import kanx
-from kanx import draw
+from kanx import diagram, draw
 from kanx.analyze.select import draw_median_models, median_runs
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.structure import edge_roles, model_structure, trace
@@ -103,6 +104,54 @@ def test_drawn_edges_are_the_contributing_edges(runs, name):
     plots, lines = _drawn_gids(draw.draw_run(run, show_closed=True)[0])
     assert plots == contributing
     assert lines - contributing == {(e.stage, e.i, e.o, "hidden") for e in d.hidden}
+
+
+def _picture(ax) -> dict:
+    """What is on ``ax``, artist by artist: each line's id and points, each edge plot's id and
+    curves, the circles and the texts."""
+    def line(ln):
+        return ln.get_gid(), ln.get_linestyle(), ln.get_color(), np.asarray(ln.get_xydata()).tolist()
+
+    return {"lines": [line(ln) for ln in ax.lines],
+            "plots": [(a.get_gid(), [line(ln) for ln in a.lines]) for a in ax.child_axes],
+            "circles": [(p.center, p.radius, p.get_facecolor()) for p in ax.patches],
+            "texts": [t.get_text() for t in ax.texts], "title": ax.get_title(),
+            "limits": (ax.get_xlim(), ax.get_ylim())}
+
+
+@pytest.mark.parametrize("name", ["EFX", "Baseline", "hand"])
+def test_a_loaded_run_draws_itself_as_draw_run_draws_it(runs, name):
+    # TrainedRun.draw calls the engine (kanx.diagram) with its own model and rebuilt inputs,
+    # kanx.draw.draw_run loads through its own front end: one picture, artist for artist.
+    run = kanx.load_run(runs[name])
+    fig = run.draw()
+    expected, d = draw.draw_run(run)
+    assert isinstance(fig, Figure) and len(fig.axes) == 1
+    assert _picture(fig.axes[0]) == _picture(expected.axes[0])
+    assert _drawn_gids(fig)[0] == {(e.stage, e.i, e.o, e.role) for e in d.drawn}
+    # On axes of one's own, with draw_run's options: drawn there, and that figure returned.
+    mine = Figure()
+    left, right = mine.subplots(1, 2)
+    assert run.draw(ax=left, title="mine", show_closed=True) is mine
+    assert not right.lines and not right.child_axes
+    draw.draw_run(run, ax=(theirs := Figure().add_subplot()), title="mine", show_closed=True)
+    assert _picture(left) == _picture(theirs)
+    assert left.get_title() == "mine"
+
+
+def test_a_loaded_run_without_its_data_draws_over_the_grid_and_says_so(runs):
+    run = kanx.load_run(runs["EFX"])
+    run.config = json.loads(json.dumps(run.config))
+    run.config["dataset"]["n_train"] = 64  # not the data the model's scaling was fitted on
+    with pytest.warns(UserWarning, match="cannot rebuild the training data.*grid range"):
+        fig = run.draw()
+    assert "edge plots over the spline grid (training data unavailable)" in _picture(fig.axes[0])["texts"]
+
+
+def test_the_engine_refuses_inputs_the_model_does_not_take(runs):
+    run = kanx.load_run(runs["EFX"])
+    with pytest.raises(ValueError, match=r"inputs of shape \(5, 3\): the model takes \(N, 2\)"):
+        diagram.plan(run, torch.zeros(5, 3))
 
 
 @pytest.mark.parametrize("name", ["EFX", "Baseline", "hand"])

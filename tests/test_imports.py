@@ -2,8 +2,9 @@
 each other both ways (issue #14): analysis may call the drawing (at call time, so that it
 stays torch-free), the drawing imports nothing from the analysis. The import contracts (issue
 #35): the model code (kanx.kan) never imports Hydra or OmegaConf, however indirectly, and the
-analysis (kanx.analyze) never imports torch, Hydra or OmegaConf when it is imported. Read from
-the source (ast), so they run in the fast tier."""
+analysis (kanx.analyze) never imports torch, Hydra or OmegaConf when it is imported. The drawing
+engine (kanx.diagram) reaches nothing the model does not, and importing kanx.load imports neither
+matplotlib nor sympy (issue #51). Read from the source (ast), so they run in the fast tier."""
 
 from __future__ import annotations
 
@@ -188,6 +189,24 @@ def test_no_import_circle_among_kanx_modules():
     # together (issue #35: kanx.plan and kanx.runner imported each other that way).
     found = circles(import_graph())
     assert found == KNOWN_CIRCLES, f"import circles: {found}"
+
+
+def test_the_drawing_engine_reaches_nothing_the_model_does_not():
+    # kanx.diagram draws from the model and the inputs its caller hands it; kanx.draw and
+    # TrainedRun.draw (kanx.load) import it, so it must reach neither: a run folder is read by them.
+    graph = import_graph()
+    graph["kanx"] = import_graph(module_level=True)["kanx"]  # kanx's lazy names import kanx.load when asked for
+    model = reachable(graph, {m for m in graph if in_package(m, "kanx.kan")})
+    chains = reachable(graph, {m for m in graph if in_package(m, "kanx.diagram")})
+    beyond = [" -> ".join(c) for m, c in sorted(chains.items()) if m not in model and not in_package(m, "kanx.diagram")]
+    assert not beyond, f"kanx.diagram reaches beyond the model: {beyond}"
+
+
+def test_loading_a_run_imports_neither_matplotlib_nor_sympy():
+    # `import kanx.load` stays light for a notebook: TrainedRun.draw and TrainedRun.formula
+    # import the drawing (matplotlib) and the symbolic export (sympy) when they are called.
+    chains = forbidden_imports("kanx.load", {"matplotlib", "sympy"}, module_level=True)
+    assert not chains, "loading a run imports:\n" + "\n".join(chains)
 
 
 def test_the_launch_path_imports_one_way():

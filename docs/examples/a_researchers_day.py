@@ -32,7 +32,6 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))  # a notebook's inline backe
 import matplotlib.pyplot as plt
 
 import kanx
-from kanx.draw import draw_run
 
 ROOT = Path(os.environ.get("KANX_EXAMPLE_ROOT", "outputs/example"))  # where the records go
 EPOCHS = int(os.environ.get("KANX_EXAMPLE_EPOCHS", "400"))
@@ -81,9 +80,9 @@ fig.savefig(ROOT / "conditions.png", dpi=120)
 
 # %% [markdown]
 # ## 4. Draw one trained model
-# `kanx.load_run` gives a run's record, config and model; `kanx.draw.draw_run` draws it as in the
-# paper's Fig. 1 (on a new figure, or on `ax=` of yours). We take the EFX run with the median test
-# error at beta 0.2.
+# `kanx.load_run` gives a run's record, config and model; `run.draw()` draws it as in the paper's
+# Fig. 1 and returns the figure (a new one, or that of `ax=` of yours; `kanx.draw.draw_run` draws the
+# same from a run folder). We take the EFX run with the median test error at beta 0.2.
 
 # %%
 efx = runs[(runs["condition"] == "EFX") & (runs["beta"] == 0.2) & runs["usable"]].sort_values("test_rmse")
@@ -92,7 +91,7 @@ run = kanx.load_run(ROOT / Path(median_path).parent)
 print(run.record["metrics"]["test_rmse"], run.record["metrics"]["contributing_edges"])
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(1.4, 1))
-draw_run(run, ax=left, title="EFX, beta 0.2 (median seed)")
+run.draw(ax=left, title="EFX, beta 0.2 (median seed)")
 curves = run.history  # the training curves, a DataFrame
 right.plot(curves["epoch"], curves["loss"])
 right.set_xlabel("epoch")

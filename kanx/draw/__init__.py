@@ -2,6 +2,7 @@
 
     python -m kanx.draw RUN_DIR [--out FILE_STEM] [--formats png,pdf,svg] [--show-closed]
     fig, drawing = kanx.draw.draw_run(run_dir_or_trained_run)  # notebooks: the figure and what it shows
+    kanx.load_run(run_dir).draw(ax=None)  # the same drawing from a loaded run: its Figure
     kanx.analyze.select.draw_median_models(records_root, dataset, out_dir)  # median-seed model per condition
 
 What is drawn (paper, "Gated multi-exit architecture" and Methods "Evaluation measures"):
@@ -17,21 +18,20 @@ orange, exit heads blue, with the exit gate's probabilities pi at each exit and 
 selected exit (argmax pi) ringed.
 
 Node ranges come from running the model on the training inputs, rebuilt from the record
-(dataset name, data seed and options); if the data cannot be loaded, or no longer matches
-the scaling saved with the model, each edge is drawn over its spline grid's range instead
-and the drawing says so.
+(dataset name, data seed and options; kanx.load.drawing_inputs); if the data cannot be
+loaded, or no longer matches the scaling saved with the model, each edge is drawn over its
+spline grid's range instead and the drawing says so.
 
-The package, by job: graph.py (each edge of the trained member and its role, from
-kanx.kan.structure's trace; what is drawn), values.py (node ranges and edge curves, from the
-model), layout.py (where nodes and plots go), render.py (matplotlib: one run, a grid of
-runs, files), command.py (``python -m kanx.draw``, ``kanx-draw``).
+This package is the front end that loads: runs.py (a run folder or a TrainedRun, its
+training inputs rebuilt, handed to the engine), command.py (``python -m kanx.draw``,
+``kanx-draw``). The drawing itself is kanx.diagram, which reads nothing from disk (the
+graph, node ranges and edge curves, layout, matplotlib); TrainedRun.draw calls it directly.
 """
 
+from kanx.diagram import COLORS, FORMATS, MAX_PLOTS, Drawing, EdgeInfo, Layout, edge_curves, save
+
 from .command import main
-from .graph import Drawing, EdgeInfo, plan
-from .layout import Layout
-from .render import COLORS, FORMATS, MAX_PLOTS, draw_grid, draw_run, save
-from .values import edge_curves, node_ranges
+from .runs import draw_grid, draw_run, node_ranges, plan
 
 __all__ = [
     "COLORS",

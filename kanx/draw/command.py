@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kanx.cli import ArgumentParser, prog
+from kanx.diagram import FORMATS, save
 from kanx.errors import ConfigError, report
 from kanx.load import load_finished_run
 
-from .render import FORMATS, draw_run, save
+from .runs import draw_run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

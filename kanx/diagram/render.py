@@ -1,4 +1,4 @@
-"""Matplotlib: one run (draw_run), several in one figure (draw_grid), and the files (save)."""
+"""Matplotlib: one run (draw), several in one figure (draw_panels), and the files (save)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 
 from kanx.kan.network import GatedKAN
 
-from .graph import Drawing, EdgeInfo, _as_run, plan
+from .graph import Drawing, EdgeInfo, Run, plan
 from .layout import BOX_H, BOX_W, NODE_R, ROW, Layout, _layout
 from .values import edge_curves
 
@@ -38,7 +39,7 @@ def _edge_color(e: EdgeInfo) -> str:
     return COLORS["forward"] if e.forward else COLORS["exit"] if e.head else COLORS["trunk"]
 
 
-def _title(run, d: Drawing) -> tuple[str, str]:
+def _title(run: Run, d: Drawing) -> tuple[str, str]:
     rec, metrics = run.record, run.record.get("metrics") or {}
     beta = rec.get("beta")
     head = f"{rec.get('dataset', '?')}  {rec.get('condition', run.model.condition.name)}"
@@ -61,7 +62,7 @@ def _title(run, d: Drawing) -> tuple[str, str]:
 class _Prepared:
     """A run ready to render: its plan, layout and data limits."""
 
-    run: object
+    run: Run
     d: Drawing
     lay: Layout
     limits: tuple[float, float, float, float]  # x0, x1, y0, y1
@@ -74,13 +75,12 @@ class _Prepared:
         return x1 - x0, y1 - y0
 
 
-def _input_names(run) -> list[str]:
+def _input_names(run: Run) -> list[str]:
     return [run.input_names[i] if i < len(run.input_names) else f"x{i}" for i in range(run.model.width[0])]
 
 
-def _prepare(run_or_dir, legend: bool, max_plots: int) -> _Prepared:
-    run = _as_run(run_or_dir)
-    d = plan(run)
+def _prepare(run: Run, inputs: torch.Tensor | None, legend: bool, max_plots: int) -> _Prepared:
+    d = plan(run, inputs)
     model = run.model
     plots = len(d.drawn) <= max_plots
     if not plots:
@@ -100,15 +100,17 @@ def _prepare(run_or_dir, legend: bool, max_plots: int) -> _Prepared:
     return _Prepared(run, d, lay, (x0 - (1.0 if rotation else 0.0), x1, y0, y1), plots, rotation)
 
 
-def draw_run(run_or_dir, ax=None, show_closed: bool = False, title: bool | str = True, legend: bool = True,
-             max_plots: int = MAX_PLOTS) -> tuple[Figure, Drawing]:
-    """Draw a trained model: a run directory or a kanx.TrainedRun. Returns the Figure (a new
-    one unless ``ax`` is given) and the Drawing (every edge's role, and notes such as a
-    fallback to the spline grids' ranges). ``show_closed`` adds closed and non-contributing
-    edges as faint lines; ``title`` is True (dataset, condition, beta, seed, test RMSE,
-    contributing edges, depth, exit), False or a string. With more than ``max_plots``
-    contributing edges they are drawn as lines only."""
-    prep = _prepare(run_or_dir, legend, max_plots)
+def draw(run: Run, inputs: torch.Tensor | None, ax=None, show_closed: bool = False, title: bool | str = True,
+         legend: bool = True, max_plots: int = MAX_PLOTS) -> tuple[Figure, Drawing]:
+    """Draw a trained run (a kanx.TrainedRun, or anything with what Run names), each edge
+    over the range its source takes on ``inputs``, the run's training inputs as the model
+    takes them (scaled, (N, n_0); None: over the spline grids, and the drawing says so).
+    Returns the Figure (a new one unless ``ax`` is given) and the Drawing (every edge's
+    role, and notes such as a fallback to the spline grids' ranges). ``show_closed`` adds
+    closed and non-contributing edges as faint lines; ``title`` is True (dataset,
+    condition, beta, seed, test RMSE, contributing edges, depth, exit), False or a string.
+    With more than ``max_plots`` contributing edges they are drawn as lines only."""
+    prep = _prepare(run, inputs, legend, max_plots)
     if ax is None:
         w, h = (v * INCH_PER_UNIT for v in prep.size)
         top = TITLE_IN if title else 0.1
@@ -178,7 +180,7 @@ def _render(prep: _Prepared, ax, show_closed: bool, title: bool | str, legend: b
         elif is_exit:
             name = run.output_names[key[2]] if key[2] < len(run.output_names) else f"y{key[2]}"
             final = key[1] == model.L - 1
-            text = (f"{name}, exit {key[1]}\nπ = {float(d.pi[key[1]]):.2f}" + ("\nselected" if selected else "") if X
+            text = (f"{name}, exit {key[1]}\nπ = {_pi(d, key[1]):.2f}" + ("\nselected" if selected else "") if X
                     else name)
             beside = X or not final  # exit labels (with pi) to the right
             tx, ty, ha, va = ((x + NODE_R * 2.3, y, "left", "center") if beside
@@ -196,6 +198,12 @@ def _render(prep: _Prepared, ax, show_closed: bool, title: bool | str, legend: b
     if legend:
         ax.legend(handles=_legend_handles([(model, d)], show_closed), loc="lower center", ncol=3,
                   fontsize=fs(7.5), frameon=False, handlelength=1.8, borderaxespad=0.0, columnspacing=1.2)
+
+
+def _pi(d: Drawing, exit_k: int) -> float:
+    """The exit gate's probability of exit ``exit_k`` (a model with exit gates only)."""
+    assert d.pi is not None, "exit probabilities of a model without exit gates (X)"
+    return float(d.pi[exit_k])
 
 
 def _edge_plot(ax, e: EdgeInfo, centre: tuple[float, float], curves, d: Drawing, color: str, scale: float, fs) -> None:
@@ -256,7 +264,7 @@ def save(fig: Figure, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: i
     return paths
 
 
-def _short_title(run, d: Drawing) -> str:
+def _short_title(run: Run, d: Drawing) -> str:
     rec, metrics = run.record, run.record.get("metrics") or {}
     head = rec.get("condition", run.model.condition.name)
     if run.model.condition.beta_acts and isinstance(rec.get("beta"), int | float):
@@ -272,12 +280,13 @@ def _short_title(run, d: Drawing) -> str:
     return head + "\n" + " · ".join(parts)
 
 
-def draw_grid(runs: Sequence, ncols: int = 4, show_closed: bool = False, title: str | None = None,
-              inch_per_unit: float = 0.5, max_plots: int = MAX_PLOTS) -> tuple[Figure, list[Drawing]]:
+def draw_panels(panels: Sequence[tuple[Run, torch.Tensor | None]], ncols: int = 4, show_closed: bool = False,
+                title: str | None = None, inch_per_unit: float = 0.5,
+                max_plots: int = MAX_PLOTS) -> tuple[Figure, list[Drawing]]:
     """Several runs in one figure (e.g. the eight conditions as 2 x 4), one panel each, at
-    one common scale, with one legend. ``runs``: run directories or TrainedRuns. Returns the
-    Figure and each panel's Drawing."""
-    preps = [_prepare(r, legend=False, max_plots=max_plots) for r in runs]
+    one common scale, with one legend. ``panels``: (run, its training inputs) as draw()
+    takes them. Returns the Figure and each panel's Drawing."""
+    preps = [_prepare(run, inputs, legend=False, max_plots=max_plots) for run, inputs in panels]
     nrows = -(-len(preps) // ncols)
     pw = max(p.size[0] for p in preps) * inch_per_unit
     ph = max(p.size[1] for p in preps) * inch_per_unit

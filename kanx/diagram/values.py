@@ -3,54 +3,39 @@ and z * phi(x) of every edge over its source's range."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 
 from kanx.kan.network import GatedKAN
 from kanx.kan.structure import NodeKey, source_node, trained_inference_gates
-from kanx.load import rebuild_dataset
 
 CURVE_POINTS = 96
-
-
-def _training_inputs(run) -> torch.Tensor:
-    """The run's training inputs, model-scaled (N, n_0), rebuilt from the record
-    (kanx.load.rebuild_dataset). Raises on anything that keeps them from being the data the
-    model was trained on."""
-    ds = rebuild_dataset(run)
-    if ds.n_inputs != run.model.width[0]:
-        raise ValueError(f"dataset has {ds.n_inputs} inputs, the model {run.model.width[0]}")
-    return run.scaling.x(ds.x_train)
+FROM_DATA = "training data"
+FROM_GRID = "spline grid (training data unavailable)"
 
 
 @torch.no_grad()
-def node_ranges(run) -> tuple[dict[NodeKey, tuple[float, float]], str]:
-    """(lo, hi) of every trunk node x^(l)_i over the training inputs, and where the ranges
-    come from: "training data", or the spline grid of the stage the node feeds when the
-    data cannot be rebuilt."""
-    model = run.model
-    gates = trained_inference_gates(model, run.gate_estimator)
+def node_ranges(model: GatedKAN, estimator: str,
+                inputs: torch.Tensor | None) -> tuple[dict[NodeKey, tuple[float, float]], str]:
+    """(lo, hi) of every trunk node x^(l)_i over ``inputs``, the training inputs as the model
+    takes them (scaled, (N, n_0)), and where the ranges come from: "training data", or
+    without inputs (None) the spline grid of the stage the node feeds."""
     ranges: dict[NodeKey, tuple[float, float]] = {}
-    try:
-        x = _training_inputs(run).to(torch.float32).unsqueeze(0)
-        for k, h in enumerate(model.stage_inputs(x, gates)):
+    if inputs is not None:
+        if inputs.ndim != 2 or inputs.shape[1] != model.width[0]:
+            raise ValueError(f"inputs of shape {tuple(inputs.shape)}: the model takes (N, {model.width[0]})")
+        gates = trained_inference_gates(model, estimator)
+        for k, h in enumerate(model.stage_inputs(inputs.to(torch.float32).unsqueeze(0), gates)):
             lo, hi = h[0].amin(0), h[0].amax(0)
             for i in range(h.shape[-1]):
                 ranges[source_node(model, k, i)] = (float(lo[i]), float(hi[i]))
-        source = "training data"
-    except Exception as e:  # whatever the failure, fall back to the grid
-        warnings.warn(f"kanx.draw: cannot rebuild the training data ({type(e).__name__}: "
-                      f"{e}); drawing edges over their grid range", stacklevel=2)
-        source = "spline grid (training data unavailable)"
     K = model.spec.spline_order
-    for k, stage in enumerate(model.stages):
+    for k, stage in enumerate(model.layers):
         for i in range(stage.in_features):
             node = source_node(model, k, i)
             if node not in ranges:
                 ranges[node] = (float(stage.grid[0, i, K]), float(stage.grid[0, i, -K - 1]))
-    return ranges, source
+    return ranges, FROM_GRID if inputs is None else FROM_DATA
 
 
 @torch.no_grad()
@@ -60,7 +45,7 @@ def edge_curves(model: GatedKAN, ranges: dict[NodeKey, tuple[float, float]], est
     phi(x) = scale_base silu(x) + scale_sp spline(x), z the inference gate."""
     gates = model.split_edges(trained_inference_gates(model, estimator))
     out = []
-    for k, stage in enumerate(model.stages):
+    for k, stage in enumerate(model.layers):
         lo_hi = np.array([ranges[source_node(model, k, i)] for i in range(stage.in_features)])
         lo, hi = lo_hi[:, 0], lo_hi[:, 1]
         hi = np.where(hi - lo < 1e-9, lo + 1e-3, hi)  # a constant node still gets an axis

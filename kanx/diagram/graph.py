@@ -4,16 +4,38 @@ and the plan of a drawing (edges, node ranges, exit probabilities; no matplotlib
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Protocol
 
 import numpy as np
+import torch
 
 from kanx.kan.network import GatedKAN
 from kanx.kan.structure import EdgeRoles, NodeKey, dest_node, model_edge_roles, source_node
-from kanx.load import load_run
 
 from .values import node_ranges
+
+
+class Run(Protocol):
+    """What the drawing reads of a trained run (kanx.load.TrainedRun is one): the model, the
+    names of its inputs and outputs (labels), and its record (title; the contributing edges
+    it counted, checked against the drawing)."""
+
+    @property
+    def record(self) -> dict: ...
+
+    @property
+    def model(self) -> GatedKAN: ...
+
+    @property
+    def gate_estimator(self) -> str: ...
+
+    @property
+    def input_names(self) -> Sequence[str]: ...
+
+    @property
+    def output_names(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +62,7 @@ class EdgeInfo:
 
 @dataclass
 class Drawing:
-    """What draw_run() drew, returned beside its figure."""
+    """What draw() drew (kanx.draw.draw_run), returned beside its figure."""
 
     edges: list[EdgeInfo]
     roles: EdgeRoles
@@ -82,19 +104,13 @@ def _edge_table(model: GatedKAN, roles: EdgeRoles) -> list[EdgeInfo]:
     return edges
 
 
-def _as_run(run_or_dir):
-    if isinstance(run_or_dir, str | Path):
-        return load_run(run_or_dir)
-    return run_or_dir
-
-
-def plan(run) -> Drawing:
-    """What draw_run() draws for a TrainedRun (or run directory): every edge and its role,
-    node ranges, exit probabilities. No matplotlib."""
-    run = _as_run(run)
+def plan(run: Run, inputs: torch.Tensor | None) -> Drawing:
+    """What draw() draws for a trained run: every edge and its role, node ranges over
+    ``inputs`` (the run's training inputs, model-scaled (N, n_0); None: over the spline
+    grids), exit probabilities. No matplotlib."""
     model = run.model
     roles = model_edge_roles(model, run.gate_estimator)[0]
-    ranges, source = node_ranges(run)
+    ranges, source = node_ranges(model, run.gate_estimator, inputs)
     pi = model.exit_probs()[0].detach().numpy() if model.condition.exits else None
     metrics = run.record.get("metrics") or {}
     d = Drawing(_edge_table(model, roles), roles, ranges, source, pi, int(model.selected_exit()[0]),
