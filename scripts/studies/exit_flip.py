@@ -22,9 +22,10 @@ learning rate a step, one near it by a good share of it.
 
 `trace` prints one run's pi_0 and exit over its epochs. `run` trains the study's arms on raw
 targets (`dataset.standardize_targets=false`): Baseline and F at seeds 0-4 (the rows that may
-choose a protocol), X and FX at beta 0.1 and 0.5, seeds 0-2 (the cells of the departure, to check
-the mechanism only). `arms` sets their seed-medians beside the committed records of the same
-seeds and the published values.
+choose a protocol), X and FX at beta 0.001 to 0.5, seeds 0-2 (the cells of the departure, to check
+the mechanism only), and Nguyen F5 and F7 EF and EFX at beta 0.001 and 0.01, seeds 0-2 (the
+pattern's Nguyen cells, checked for the bias-term edge that raw targets need). `arms` sets
+their seed-medians beside the committed records of the same seeds and the published values.
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT.parent / "shared" / "calibration" / "{}_published.csv"
 ADAM_EPS = 1e-8  # kanx.optim.Adam's default, as torch.optim.Adam's
 RAW = "dataset.standardize_targets=false"
-# (conditions, betas or None for beta 0, seeds): Baseline and F choose; X and FX only check.
-ARMS = (("X,FX", "0.1,0.5", "0,1,2"), ("baseline,F", None, "0,1,2,3,4"))
-CHECKED = ("X", "FX")
+# (datasets, conditions, betas or None for beta 0, seeds): Baseline and F choose; the rest only check.
+ARMS = (("concrete", "X,FX", "0.1,0.5", "0,1,2"), ("concrete", "baseline,F", None, "0,1,2,3,4"),
+        ("nguyen_f5,nguyen_f7", "EF,EFX", "0.001,0.01", "0,1,2"), ("concrete", "X,FX", "0.001,0.01", "0,1,2"))
 
 
 # ------------------------------------------------------------------ the committed curves
@@ -173,8 +174,8 @@ def trace(run_dir: Path, every: int = 250) -> pd.DataFrame:
 
 def train(results: Path) -> int:
     """Every arm, one training process after another (records resume if interrupted)."""
-    for conditions, betas, seeds in ARMS:
-        cmd = [sys.executable, "-m", "kanx.train", "dataset=concrete", f"+condition={conditions}", RAW,
+    for datasets, conditions, betas, seeds in ARMS:
+        cmd = [sys.executable, "-m", "kanx.train", f"dataset={datasets}", f"+condition={conditions}", RAW,
                *([f"beta={betas}"] if betas else []), f"seed={seeds}", f"results_root={results}",
                "hydra.launcher.group=all", "-m"]
         print("+", " ".join(cmd[1:]), flush=True)
@@ -184,35 +185,37 @@ def train(results: Path) -> int:
     return 0
 
 
-def arm_table(results: Path, paper: Path, dataset: str = "concrete") -> pd.DataFrame:
+def arm_table(results: Path, paper: Path) -> pd.DataFrame:
     """Seed-medians of the raw-target arms beside the committed (standardized) records of the
-    same cells and seeds, and the published cell."""
+    same cells and seeds, and the published cell, for every dataset the arms trained."""
     import kanx
 
     raw = kanx.load_runs(results)
-    raw = raw[raw["dataset"] == dataset]
-    ours = kanx.load_runs(paper / dataset)
-    published = pd.read_csv(str(PUBLISHED).format(dataset))
     rows = []
-    for (condition, beta), cell in raw.groupby(["condition", "beta"]):
-        seeds = sorted(cell["seed"])
-        same = ours[(ours["condition"] == condition) & (ours["beta"] == beta) & ours["seed"].isin(seeds)
-                    & ~ours["superseded"]]
-        pub = published[(published["condition"] == condition)
-                        & (published["beta"].fillna(0.0) == beta)]
-        for arm, runs in (("raw targets", cell), ("standardized (committed)", same)):
-            rows.append({"condition": condition, "beta": beta, "arm": arm, "seeds": len(runs),
-                         "exit per seed": " ".join(str(int(e)) for e in runs.sort_values("seed")["exit"]),
-                         "RMSE": round(float(runs["test_rmse"].median()), 2),
-                         "edges": float(runs["contributing_edges"].median()),
-                         "depth": float(runs["depth"].median())})
-        if len(pub):
-            p = pub.iloc[0]
-            rows.append({"condition": condition, "beta": beta, "arm": "paper", "seeds": 10, "exit per seed": "",
-                         "RMSE": f"{p.rmse_median} [{p.rmse_min}, {p.rmse_max}]",
-                         "edges": f"{p.edges_median} [{p.edges_min}, {p.edges_max}]",
-                         "depth": f"{p.depth_median}"})
+    for dataset in sorted(raw["dataset"].unique()):
+        ours = kanx.load_runs(paper / dataset)
+        published = pd.read_csv(str(PUBLISHED).format(dataset))
+        for (condition, beta), cell in raw[raw["dataset"] == dataset].groupby(["condition", "beta"]):
+            same = ours[(ours["condition"] == condition) & (ours["beta"] == beta)
+                        & ours["seed"].isin(cell["seed"]) & ~ours["superseded"]]
+            pub = published[(published["condition"] == condition) & (published["beta"].fillna(0.0) == beta)]
+            rows += [arm_row(dataset, condition, beta, arm, runs)
+                     for arm, runs in (("raw targets", cell), ("standardized (committed)", same))]
+            if len(pub):
+                p = pub.iloc[0]
+                rows.append({"dataset": dataset, "condition": condition, "beta": beta, "arm": "paper", "seeds": 10,
+                             "exit per seed": "", "RMSE": f"{p.rmse_median} [{p.rmse_min}, {p.rmse_max}]",
+                             "edges": f"{p.edges_median} [{p.edges_min}, {p.edges_max}]",
+                             "bias terms": "", "depth": f"{p.depth_median}"})
     return pd.DataFrame(rows)
+
+
+def arm_row(dataset: str, condition: str, beta: float, arm: str, runs: pd.DataFrame) -> dict:
+    """One arm's seed-medians of a cell (RMSE at 3 significant digits: MPa or Nguyen's 1e-4s)."""
+    return {"dataset": dataset, "condition": condition, "beta": beta, "arm": arm, "seeds": len(runs),
+            "exit per seed": " ".join(str(int(e)) for e in runs.sort_values("seed")["exit"]),
+            "RMSE": f"{float(runs['test_rmse'].median()):.3g}", "edges": float(runs["contributing_edges"].median()),
+            "bias terms": float(runs["bias_terms"].median()), "depth": float(runs["depth"].median())}
 
 
 def main(argv: list[str] | None = None) -> int:
