@@ -94,8 +94,9 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     figures = curve_figures(load_runs(tmp_path), tmp_path, per_run=True)
     titles = {(c.condition, c.seed): [ax.get_title() for ax in c.draw().axes if ax.get_visible()] for c in figures}
     assert titles[("EFX", None)] == titles[("EFX", 0)] == [
-        "training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
-    assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
+        "training loss", "data loss", "test RMSE", "$L_C$", "open gates (edges)", "exit gate $\\pi$",
+        "exit temperature $\\tau_x$"]
+    assert titles[("Baseline", 1)] == ["training loss", "data loss", "test RMSE", "$L_C$", "open gates (edges)"]
     assert beta_onset(drawable_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
     assert beta_onset(drawable_history(configs[-1][1])) is None  # Baseline: beta stays 0
 
@@ -521,3 +522,24 @@ def test_the_held_out_column_changes_no_training(tmp_path, monkeypatch, graph):
         assert "test_rmse" in a.history.columns and not set(HELD_OUT) & set(b.history.columns)
         pd.testing.assert_frame_equal(a.history.drop(columns=["test_rmse", "elapsed_s"]),
                                       b.history.drop(columns="elapsed_s"))
+
+
+def test_the_curve_figures_draw_the_held_out_column_a_run_has_and_tolerate_none():
+    """A panel for the held-out column a curve has (its name says which split, one-step or not);
+    none for a curve from before the column, drawn as before."""
+    from kanx.analyze.curve_figures import cell_figure, run_figure
+
+    rows = pd.DataFrame({"epoch": [2, 4, 6], "loss": [1.0, 0.5, 0.2], "data_loss": [1.0, 0.5, 0.2],
+                         "lc": [3.0, 2.0, 2.0], "beta": [0.0, 0.1, 0.1], "open_gates": [9, 7, 5]})
+
+    def titles(figure):
+        return [ax.get_title() for ax in figure.axes if ax.get_visible()]
+
+    assert titles(run_figure(rows, "old")) == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
+    for column, title in (("val_rmse", "validation RMSE"), ("test_rmse_one_step", "test RMSE (one step)")):
+        with_column = rows.assign(**{column: [0.9, 0.4, 0.3]})
+        assert titles(run_figure(with_column, "new")) == ["training loss", "data loss", title, "$L_C$",
+                                                          "open gates (edges)"]
+        line = run_figure(with_column, "new").axes[2].get_lines()[0]  # then the beta onset's dotted line
+        assert list(line.get_ydata()) == [0.9, 0.4, 0.3]
+        assert titles(cell_figure({0: rows, 1: with_column}, "cell"))[2] == title
