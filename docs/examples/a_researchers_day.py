@@ -103,7 +103,7 @@ right.set_yscale("log")
 held_out = right.twinx()
 held_out.plot(curves["epoch"], curves["test_rmse"], color="C1", label="test RMSE")
 held_out.set_ylabel("test RMSE")
-fig.legend(loc="upper right", bbox_to_anchor=(0.97, 0.93))
+right.legend(handles=[*right.get_lines(), *held_out.get_lines()], loc="upper right", fontsize=8)
 fig.tight_layout()
 fig.savefig(ROOT / "model_and_curve.png", dpi=120)
 
