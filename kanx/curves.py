@@ -4,6 +4,12 @@ Columns (a member's own condition decides which exist):
     epoch        epochs finished
     loss         mean training loss of the epoch (L_data + beta (log n / n) L_C where L_C acts)
     data_loss    mean L_data of the epoch (the exit-weighted MSE with X)
+    val_rmse     the held-out error of the model as it is at the row's epoch (HeldOut): the RMSE, in
+                 the data's units and through the record's inference gates, on the validation split
+                 (dataset.val_fraction); test_rmse where the run has none. A dynamical system's is
+                 the one-step error, val_rmse_one_step or test_rmse_one_step (no rollouts at the
+                 cadence). Its last row's value is the record's metric of that name, within float
+                 rounding (the record scores model.pt alone, on the CPU, with one thread)
     lc           L_C at the epoch's end (Eq. approx-model-complexity, or reachability-mdl-compact with X)
     beta         the beta in force (0 during the warmup, and for Baseline and F)
     open_gates   open edges at the epoch's end (deterministic gates; every existing edge without E)
@@ -30,18 +36,28 @@ import gzip
 import io
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import torch
 
 from kanx import records, vocab
+from kanx.data.metrics import rmse
+from kanx.data.scaling import stack_scalings
 from kanx.kan.objective import complexity
 from kanx.loggers import Logger, Pack, RowLogger, final_results, open_logger
 from kanx.trainer import Progress, Trainer
 
+if TYPE_CHECKING:
+    from kanx.data import Dataset, Scaling
+    from kanx.kan.network import GatedKAN
+
 METRICS, METRICS_GZ = vocab.METRICS, vocab.METRICS_GZ
 log = logging.getLogger("kanx")
+# Members times held-out rows one prediction of HeldOut takes at most: its activations are those of
+# a batch this many rows long, so a large pack on a large split (Superconductor) stays within memory.
+HELD_OUT_ROWS = 1 << 16
 
 
 def default_every(epochs: int) -> int:
@@ -49,13 +65,50 @@ def default_every(epochs: int) -> int:
     return max(1, epochs // 200)
 
 
+def held_out_column(ds: Dataset) -> str:
+    """The name of a run's held-out column: the record metric it reproduces. The validation
+    split's where the run has one, and then only it: a curve watched while tuning must not show
+    the test set (the record holds test_rmse beside val_rmse for the end). A dynamical system's
+    is the one-step error (the record's test_rmse is its multi-step rollout error)."""
+    split = "val" if ds.n_val else "test"
+    return f"{split}_rmse_one_step" if ds.dynamical else f"{split}_rmse"
+
+
+class HeldOut:
+    """Every member's held-out error, as its record will read it: member m's split of datasets[m]
+    (held_out_column), scaled with scalings[m] as kanx.evaluate scores model.pt (float64 scaling,
+    float32 model, RMSE in float64 and the data's units), predicted by the pack's model with its
+    inference gates (GatedKAN.predict: deterministic gates, the selected exit, forward connections as
+    the epoch had them). Prediction draws no noise, sets no mode and runs eagerly under no_grad (the
+    fused basis is for training steps), so the training it watches is unchanged bit for bit."""
+
+    def __init__(self, datasets: Sequence[Dataset], scalings: Sequence[Scaling], device: torch.device,
+                 estimator: str):
+        self.columns = [held_out_column(ds) for ds in datasets]
+        split = "val" if datasets[0].n_val else "test"  # a pack shares its data sizes (RunConfig.pack_key)
+        self.x = torch.stack([s.x(getattr(ds, f"x_{split}")).to(torch.float32)
+                              for s, ds in zip(scalings, datasets, strict=True)]).to(device)
+        self.y = torch.stack([getattr(ds, f"y_{split}") for ds in datasets])  # raw, float64, on the CPU
+        self.scaling, self.estimator = stack_scalings(scalings), estimator
+
+    @torch.no_grad()
+    def errors(self, model: GatedKAN) -> list[float]:
+        """Each member's RMSE on its held-out rows now (M,), NaN where its predictions are not finite."""
+        rows = max(1, HELD_OUT_ROWS // self.x.shape[0])
+        pred = torch.cat([model.predict(x, self.estimator).cpu() for x in self.x.split(rows, dim=1)], dim=1)
+        return rmse(self.scaling.y_inverse(pred.to(self.y.dtype)), self.y).tolist()
+
+
 class Curves:
     """The curves of a pack's runs: each member's rows appended to its run's live metrics.csv on
     the cadence (one small write a member), and handed to ``logger`` (kanx.loggers), which gets
-    each member's results too (log_results) and stays open until it has them all, or ``end``."""
+    each member's results too (log_results) and stays open until it has them all, or ``end``.
+    With ``held_out``, each row has its member's held-out error too."""
 
-    def __init__(self, run_dirs: list[Path], every: int, resume_epoch: int = 0, logger: RowLogger | None = None):
+    def __init__(self, run_dirs: list[Path], every: int, resume_epoch: int = 0, logger: RowLogger | None = None,
+                 held_out: HeldOut | None = None):
         self.run_dirs, self.every, self.logger = [Path(d) for d in run_dirs], every, logger or Logger()
+        self.held_out = held_out
         self._awaiting: set[int] | None = set(range(len(self.run_dirs)))  # members whose results the logger awaits
         self.columns: list[list[str] | None] = [_start(d, resume_epoch) for d in self.run_dirs]
         # Each member's live file stays open for appending while the pack trains (as many as the
@@ -77,12 +130,13 @@ class Curves:
         pi, exits = model.exit_probs().cpu(), model.selected_exit().cpu()
         beta = trainer.betas_at(progress.epoch)
         data = progress.data_loss.cpu() if progress.data_loss is not None else torch.full((trainer.M,), float("nan"))
+        held_out = self._held_out_cells(model)
         # as Python numbers at once: indexing M tensors element by element costs more than the writes
         loss, data, lc = progress.loss.cpu().tolist(), data.tolist(), lc.tolist()
         open_gates, exits, pi = open_gates.tolist(), exits.tolist(), pi.tolist()
         rows = []
         for m, condition in enumerate(trainer.conditions):
-            row = {"epoch": trainer.epoch, "loss": float(loss[m]), "data_loss": float(data[m]),
+            row = {"epoch": trainer.epoch, "loss": float(loss[m]), "data_loss": float(data[m]), **held_out[m],
                    "lc": float(lc[m]), "beta": beta[m], "open_gates": int(open_gates[m]), "exit": int(exits[m])}
             if condition.exits:
                 row |= {f"pi_{k}": float(pi[m][k]) for k in range(model.L)} | {"tau_x": tau}
@@ -90,6 +144,13 @@ class Curves:
             self.columns[m] = self._append(m, row)
             rows.append(row)
         self.logger.log(rows)
+
+    def _held_out_cells(self, model: GatedKAN) -> list[dict[str, float]]:
+        """Each member's held-out column and its error now ({} each without ``held_out``)."""
+        if self.held_out is None:
+            return [{} for _ in self.run_dirs]
+        return [{column: error} for column, error in zip(self.held_out.columns, self.held_out.errors(model),
+                                                          strict=True)]
 
     def _append(self, m: int, row: dict) -> list[str]:
         """Append ``row`` to member m's live file through its open handle (_append)."""
@@ -163,9 +224,10 @@ class Curves:
             self.logger.close(finished)
 
 
-def pack_curves(jobs, trainer: Trainer) -> Curves:
+def pack_curves(jobs, trainer: Trainer, held_out: HeldOut | None = None) -> Curves:
     """The curves of a pack's runs (kanx.jobs.Job), from the trainer's epoch (a resume's
-    checkpoint epoch) on, with the loggers of their config (`logger=`: kanx.loggers)."""
+    checkpoint epoch) on, with the loggers of their config (`logger=`: kanx.loggers) and, with
+    ``held_out``, each member's held-out error."""
     runs, cfg = [j.run for j in jobs], trainer.train_cfg
     tags = [{"dataset": r.data.name, "condition": r.condition.name, "beta": r.beta, "seed": r.seed,
              "config_hash": j.config_hash}
@@ -174,7 +236,7 @@ def pack_curves(jobs, trainer: Trainer) -> Curves:
     pack = Pack(tuple(run_dirs), tuple(tags), tuple(j.container for j in jobs), trainer.epoch,
                 Path(jobs[0].container.get("results_root", ".")))
     logger = open_logger(runs[0].logger, pack)
-    return Curves(run_dirs, cfg.log_every or default_every(cfg.epochs), trainer.epoch, logger)
+    return Curves(run_dirs, cfg.log_every or default_every(cfg.epochs), trainer.epoch, logger, held_out)
 
 
 def _start(run_dir: Path, resume_epoch: int) -> list[str] | None:

@@ -30,7 +30,7 @@ from kanx.checkpoint import Checkpoint, torch_bytes, write_together
 from kanx.checks import resolve_device
 from kanx.confdir import QUICK_TRY, is_quick_try
 from kanx.config import RunConfig
-from kanx.curves import Curves, pack_curves
+from kanx.curves import Curves, HeldOut, pack_curves
 from kanx.errors import ConfigError, StorageError
 from kanx.evaluate import score
 from kanx.jobs import Job, LaunchPlan, launch, load_data, starting
@@ -307,7 +307,8 @@ def _train_pack(jobs: Sequence[Job], start: float, checkpointer: Checkpointer | 
         log.info(f"resuming {len(jobs)} run(s) from epoch {trainer.epoch}")
 
     cfg = runs[0].train
-    curves = pack_curves(jobs, trainer)  # metrics.csv, appended on the log cadence, and the `logger=` trackers
+    # metrics.csv, appended on the log cadence with each member's held-out error, and the `logger=` trackers
+    curves = pack_curves(jobs, trainer, HeldOut(datasets, scalings, device, trainer.estimator))
     pending.callback(curves.end)
     name = (f"{'+'.join(dict.fromkeys(r.data.name for r in runs))} "
             f"{'+'.join(dict.fromkeys(r.condition.name for r in runs))} x{len(jobs)}")

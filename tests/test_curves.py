@@ -94,8 +94,9 @@ def test_analyze_curves_draws_every_cell_and_run_and_lists_them(tmp_path):
     figures = curve_figures(load_runs(tmp_path), tmp_path, per_run=True)
     titles = {(c.condition, c.seed): [ax.get_title() for ax in c.draw().axes if ax.get_visible()] for c in figures}
     assert titles[("EFX", None)] == titles[("EFX", 0)] == [
-        "training loss", "data loss", "$L_C$", "open gates (edges)", "exit gate $\\pi$", "exit temperature $\\tau_x$"]
-    assert titles[("Baseline", 1)] == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
+        "training loss", "data loss", "test RMSE", "$L_C$", "open gates (edges)", "exit gate $\\pi$",
+        "exit temperature $\\tau_x$"]
+    assert titles[("Baseline", 1)] == ["training loss", "data loss", "test RMSE", "$L_C$", "open gates (edges)"]
     assert beta_onset(drawable_history(configs[0][1])) == 4  # the warmup (rows every 2 epochs)
     assert beta_onset(drawable_history(configs[-1][1])) is None  # Baseline: beta stays 0
 
@@ -432,3 +433,113 @@ def test_live_files_kept_open_or_opened_per_row_hold_the_same_rows_through_a_cha
     curves.close()
     assert not curves._files
     assert (dirs[0] / "metrics.csv").read_bytes() == (dirs[1] / "metrics.csv").read_bytes()
+
+
+# ---------------------------------------------------------------- the held-out error column
+
+HELD_OUT = ("val_rmse", "test_rmse", "val_rmse_one_step", "test_rmse_one_step")
+
+
+def last_rows(configs) -> list[tuple[dict, dict]]:
+    """(last curve row, record metrics) of each run."""
+    return [(kanx.load_run(d).history.iloc[-1].to_dict(), kanx.load_run(d).record["metrics"]) for _, d in configs]
+
+
+@pytest.mark.parametrize(("dataset", "extra", "column"), [
+    ("sin_xy2", [], "test_rmse"),
+    ("sin_xy2", ["dataset.val_fraction=0.25"], "val_rmse"),
+    ("ikeda", ["dataset.val_fraction=0.2"], "val_rmse_one_step"),
+    ("ikeda", [], "test_rmse_one_step"),
+])
+def test_each_row_has_the_held_out_error_and_the_last_is_the_records(tmp_path, dataset, extra, column):
+    """One held-out column a run: the validation split's where it has one (and then no test
+    column: tuning must not read the test set), else the test split's, one-step for a dynamical
+    system; the last row (the last epoch's) holds the record's number of that name, in the data's
+    units through the record's inference gates (the record scores model.pt alone on one thread)."""
+    configs = sweep_jobs(dataset, "EX", [f"results_root={tmp_path}", "seed=0", "beta=0.0,0.1", *ARGS, *extra])
+    assert run_plan(configs) == 0
+    for row, metrics in last_rows(configs):
+        assert row["epoch"] == 12 and [c for c in HELD_OUT if c in row] == [column]
+        assert row[column] == pytest.approx(metrics[column], rel=1e-5)
+    curve = kanx.load_run(configs[1][1]).history[column]  # beta 0.1
+    # the model's error as it trains (Ikeda's gates start closed, alpha -2: 12 epochs open none, its error stays put)
+    assert curve.notna().all() and (curve.nunique() > 1 or dataset == "ikeda")
+
+
+def test_a_mixed_pack_scores_each_member_on_its_own_data(tmp_path):
+    """Nguyen F1 and F2 in one pack: each member's held-out column is its own dataset's error
+    (the record scores each model.pt alone on its own data), not its neighbour's."""
+    small = ["dataset.n_train=128", "dataset.n_test=64", "train.batch_size=32", "train.compile=false",
+             "train.epochs=6", "train.warmup=2", "train.fc_warmup=1", "train.log_every=3", "model.width=[1,3,3,1]",
+             "train.grid_update_count=2", "train.grid_update_every=1"]
+    configs = [c for d in ("nguyen_f1", "nguyen_f2")
+               for c in sweep_jobs(d, "E", [f"results_root={tmp_path}", "seed=0", "beta=0.01", *small])]
+    assert run_plan(configs, group="all") == 0
+    (f1, f1_metrics), (f2, f2_metrics) = last_rows(configs)
+    assert kanx.load_run(configs[0][1]).record["timing"]["pack_size"] == 2
+    assert f1["test_rmse"] == pytest.approx(f1_metrics["test_rmse"], rel=1e-5)
+    assert f2["test_rmse"] == pytest.approx(f2_metrics["test_rmse"], rel=1e-5)
+    assert abs(f1["test_rmse"] - f2["test_rmse"]) > 1e-3 * f1["test_rmse"]  # two datasets, two errors
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_held_out_column_changes_no_training(tmp_path, monkeypatch, graph):
+    """A mixed pack (EFX and Baseline) trained with the column and without it (the runner given no
+    HeldOut) ends with the same weights bit for bit, the same records and the same other columns;
+    with train.cuda_graph (its CPU path here) the host interrupts the epochs at the same chunks."""
+    import torch
+
+    import kanx.runner
+    from kanx.epoch_graph import EpochGraph
+
+    chunks: dict[str, list] = {"on": [], "off": []}
+    run = EpochGraph.run
+
+    def off(*args, **kwargs):
+        return None
+
+    def trained(name):
+        def spied(self, first, n, alive):
+            chunks[name].append((first, n))
+            return run(self, first, n, alive)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(EpochGraph, "run", spied)
+            if name == "off":
+                patch.setattr(kanx.runner, "HeldOut", off)
+            configs = [c for cond, betas in (("EFX", "0.0,0.1"), ("baseline", "0.0"))
+                       for c in sweep_jobs("sin_xy2", cond, [f"results_root={tmp_path / name}", "seed=0,1",
+                                                             f"beta={betas}", f"train.cuda_graph={graph}", *ARGS])]
+            assert run_plan(configs, group="all") == 0
+        return [kanx.load_run(d) for _, d in configs]
+
+    on, without = trained("on"), trained("off")
+    assert chunks["on"] == chunks["off"] and bool(chunks["on"]) == graph
+    for a, b in zip(on, without, strict=True):
+        assert a.record["metrics"] == b.record["metrics"] and a.record["config_hash"] == b.record["config_hash"]
+        state_a, state_b = a.model.state_dict(), b.model.state_dict()
+        assert state_a.keys() == state_b.keys() and all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+        assert "test_rmse" in a.history.columns and not set(HELD_OUT) & set(b.history.columns)
+        pd.testing.assert_frame_equal(a.history.drop(columns=["test_rmse", "elapsed_s"]),
+                                      b.history.drop(columns="elapsed_s"))
+
+
+def test_the_curve_figures_draw_the_held_out_column_a_run_has_and_tolerate_none():
+    """A panel for the held-out column a curve has (its name says which split, one-step or not);
+    none for a curve from before the column, drawn as before."""
+    from kanx.analyze.curve_figures import cell_figure, run_figure
+
+    rows = pd.DataFrame({"epoch": [2, 4, 6], "loss": [1.0, 0.5, 0.2], "data_loss": [1.0, 0.5, 0.2],
+                         "lc": [3.0, 2.0, 2.0], "beta": [0.0, 0.1, 0.1], "open_gates": [9, 7, 5]})
+
+    def titles(figure):
+        return [ax.get_title() for ax in figure.axes if ax.get_visible()]
+
+    assert titles(run_figure(rows, "old")) == ["training loss", "data loss", "$L_C$", "open gates (edges)"]
+    for column, title in (("val_rmse", "validation RMSE"), ("test_rmse_one_step", "test RMSE (one step)")):
+        with_column = rows.assign(**{column: [0.9, 0.4, 0.3]})
+        assert titles(run_figure(with_column, "new")) == ["training loss", "data loss", title, "$L_C$",
+                                                          "open gates (edges)"]
+        line = run_figure(with_column, "new").axes[2].get_lines()[0]  # then the beta onset's dotted line
+        assert list(line.get_ydata()) == [0.9, 0.4, 0.3]
+        assert titles(cell_figure({0: rows, 1: with_column}, "cell"))[2] == title

@@ -93,10 +93,16 @@ print(run.record["metrics"]["test_rmse"], run.record["metrics"]["contributing_ed
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(1.4, 1))
 run.draw(ax=left, title="EFX, beta 0.2 (median seed)")
 curves = run.history  # the training curves, a DataFrame
-right.plot(curves["epoch"], curves["loss"])
+right.plot(curves["epoch"], curves["loss"], label="training loss")
 right.set_xlabel("epoch")
 right.set_ylabel("training loss")
 right.set_yscale("log")
+# The held-out error at each row, in the data's units: test_rmse here, val_rmse for a run with
+# dataset.val_fraction (then the curve shows no test error: tune on that split, not on the test set).
+held_out = right.twinx()
+held_out.plot(curves["epoch"], curves["test_rmse"], color="C1", label="test RMSE")
+held_out.set_ylabel("test RMSE")
+right.legend(handles=[*right.get_lines(), *held_out.get_lines()], loc="upper right", fontsize=8)
 fig.tight_layout()
 fig.savefig(ROOT / "model_and_curve.png", dpi=120)
 

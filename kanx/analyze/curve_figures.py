@@ -1,9 +1,11 @@
 """Training-curve figures from the runs' metrics.csv (written by kanx.curves during training):
 one per (dataset, condition, beta) cell with its seeds overlaid, and on request one per run.
 
-Panels, each where the file has its column: training loss, data loss, L_C, open gates, the
-exit gate's pi and its temperature tau_x. A dotted line marks the epoch where beta comes into
-force (the end of the warmup). Only CSV is read here (no torch), like the rest of the analysis.
+Panels, each where the file has its column: training loss, data loss, the held-out error
+(kanx.curves.HeldOut: the validation split's, else the test split's, one-step for a dynamical
+system), L_C, open gates, the exit gate's pi and its temperature tau_x. A dotted line marks the
+epoch where beta comes into force (the end of the warmup). Only CSV is read here (no torch), like
+the rest of the analysis.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ from .tables import format_beta
 PANELS: tuple[tuple[str, str, bool], ...] = (
     ("loss", "training loss", True),
     ("data_loss", "data loss", True),
+    # the held-out error: a run has one of these (kanx.curves.held_out_column), runs from before #51 none
+    ("val_rmse", "validation RMSE", True),
+    ("val_rmse_one_step", "validation RMSE (one step)", True),
+    ("test_rmse", "test RMSE", True),
+    ("test_rmse_one_step", "test RMSE (one step)", True),
     ("lc", "$L_C$", False),
     ("open_gates", "open gates (edges)", False),
     ("pi", "exit gate $\\pi$", False),

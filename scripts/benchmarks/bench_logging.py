@@ -1,7 +1,8 @@
 """What watching a pack costs: first the appends of a logged epoch alone (the pack's live files
 kept open, as kanx does, against opened for every row, as it did before); then the packed epoch
 time with the training curves off (the reference), with their rows made but not written, with
-rows appended to every run's live metrics.csv (kanx.curves, the default), and with
+rows appended to every run's live metrics.csv without the held-out error column (`live`), with it
+(`held_out`: kanx.curves.HeldOut, the default since #51), and with
 `logger=tensorboard` and `logger=mlflow` on top (kanx.loggers; MLflow's local SQLite store, where
 mlflow is installed), each as a ratio to the reference timed in the same process. Opening a
 logger (a tracker run a member, with its config as hyperparameters) is left out of the epoch
@@ -9,14 +10,25 @@ times and reported apart, as is sending a finished pack's results (log_results a
 the runner does once the records are written). Nothing is written outside a temporary folder.
 
     python scripts/benchmarks/bench_logging.py [--device cuda] [--cuda-graph] [--datasets nguyen_f1 ...] [--seeds 0,1,2]
-        [--epochs 200] [--log-every 50] [--repeats 3] [--modes reference rows live tensorboard mlflow]
+        [--conditions EFX ...] [--members 70] [--epochs 200] [--log-every 50] [--repeats 3]
+        [--modes reference rows live held_out tensorboard mlflow]
 
+The ratios are to the first mode timed (reference, unless --modes leaves it out).
 The pack is what `python -m kanx.reproduce --group all` would train for these datasets and seeds
-(Nguyen F1 to F8, seeds 0 to 2, the eight conditions: 624 members). --log-every is the cadence
+(Nguyen F1 to F8, seeds 0 to 2, the eight conditions: 624 members); --members N keeps N of them,
+evenly spread over the pack's order (every dataset and condition, as a mixed pack of
+train.pack_size=70 has them). --log-every is the cadence
 (the default train.log_every of a 10,000-epoch run is 50); the modes take turns, --repeats
 times, and the median of each is reported. "per row" is the time of one logged epoch's
 Curves.add for the whole pack (timed directly: the end-to-end ratio is noisy on a shared
 machine), and "at cadence" that time spread over the cadence, against the reference epoch.
+The held-out column's own cost is printed last: held_out against live, paired repeat by repeat
+(median, and the spread from the lowest to the highest repeat), and its per-row time over the cadence.
+
+    # docs/BENCHMARK.md's "Trackers": Concrete EFX M=70 and a mixed Nguyen pack of 70, at their default cadence
+    python scripts/benchmarks/bench_logging.py --datasets concrete --conditions EFX --seeds 0,1,2,3,4,5,6,7,8,9 \
+        --log-every 25 --epochs 25 --modes live held_out --repeats 3
+    python scripts/benchmarks/bench_logging.py --members 70 --log-every 50 --epochs 50 --modes live held_out --repeats 3
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-MODES = ("reference", "rows", "live", "tensorboard", "mlflow")
+MODES = ("reference", "rows", "live", "held_out", "tensorboard", "mlflow")
 LOGGED = ("tensorboard", "mlflow")  # the modes with a tracker on top of the live files
 
 
@@ -74,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", nargs="+", default=[f"nguyen_f{i}" for i in range(1, 9)])
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help="default: all eight")
+    ap.add_argument("--members", type=int, default=None, help="keep this many of the pack's members, evenly spread")
     ap.add_argument("--epochs", type=int, default=200, help="epochs timed per mode and repeat")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=3)
@@ -84,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     import importlib.util
 
     import kanx.curves
+    from kanx.curves import HeldOut
     from kanx.loggers import Pack, logger_config, open_logger
     from kanx.plan import one_pack
     from kanx.runner import pack_data
@@ -91,8 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     from kanx.vocab import PAPER_CONDITIONS
 
     modes = a.modes or [m for m in MODES if m != "mlflow" or importlib.util.find_spec("mlflow")]
-    if "reference" not in modes:
-        modes.insert(0, "reference")
     conditions = a.conditions or list(PAPER_CONDITIONS)
     device = torch.device(a.device)
     tmp = Path(tempfile.mkdtemp(prefix="bench_logging."))
@@ -101,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
              f"seed={a.seeds}", f"train.epochs={a.epochs}", f"train.warmup={a.epochs // 4}",
              f"train.fc_warmup={a.epochs // 10}", "train.checkpoint_every=0"]
     pack = one_pack(a.datasets, conditions, extra)
+    if a.members:
+        pack = [pack[i * len(pack) // a.members] for i in range(min(a.members, len(pack)))]
     runs = [j.run for j in pack]
-    datasets, _, x, y = pack_data(runs)
+    datasets, scalings, x, y = pack_data(runs)
     print(f"device: {describe_device(device)}; torch {torch.__version__}; pack of {len(pack)} "
           f"({'+'.join(a.datasets)}, seeds {a.seeds}); {a.epochs} epochs a timing, a row "
           f"every {a.log_every}; cuda_graph={a.cuda_graph} compile={a.compile}", flush=True)
@@ -131,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                                       0, tmp / mode / str(i)))
             if mode in LOGGED:
                 opened[mode].append(time.perf_counter() - t0)
-            curves = kanx.curves.Curves(dirs, a.log_every, 0, logger)
+            held_out = HeldOut(datasets, scalings, device, trainer.estimator) if mode != "live" else None
+            curves = kanx.curves.Curves(dirs, a.log_every, 0, logger, held_out)
         kanx.curves._append = (lambda path, columns, row, out=None: list(row)) if mode == "rows" else append
         adds: list[float] = []
 
@@ -158,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         return seconds, adds
 
     appends_alone(tmp / "appends", len(pack), a.repeats)
-    timed("reference", -1)  # warm-up: allocator, compile, graph capture
+    timed(modes[0], -1)  # warm-up: allocator, compile, graph capture
     times, adds = {mode: [] for mode in modes}, {mode: [] for mode in modes}
     for i in range(a.repeats):
         for mode in modes:
@@ -166,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             times[mode].append(seconds)
             adds[mode] += add
     kanx.curves._append = append
-    ref = statistics.median(times["reference"])
+    ref = statistics.median(times[modes[0]])  # the reference, or without it the first mode asked for
     rows_logged = a.epochs // a.log_every
     print(f"{'mode':<12} {'s/epoch':>10} {'ratio':>7} {'per row (ms)':>13} {'at cadence':>11}")
     for mode in modes:
@@ -174,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         per_row = statistics.median(adds[mode]) if adds[mode] else 0.0
         print(f"{mode:<12} {t / a.epochs:>10.5f} {t / ref:>7.3f} {per_row * 1e3:>13.2f} "
               f"{1 + per_row / (a.log_every * ref / a.epochs):>11.4f}")
-    size = sum(p.stat().st_size for p in (tmp / "live" / "0").rglob("metrics.csv"))
-    print(f"live metrics.csv of the pack: {size / 1e3:.0f} kB after {rows_logged} rows a member")
+    if "live" in modes:
+        size = sum(p.stat().st_size for p in (tmp / "live" / "0").rglob("metrics.csv"))
+        print(f"live metrics.csv of the pack: {size / 1e3:.0f} kB after {rows_logged} rows a member")
+    if "live" in modes and "held_out" in modes:
+        held_out_cost(times, adds, a.epochs, a.log_every)
     for mode in LOGGED:
         if opened[mode]:
             print(f"{mode}: opening the pack's {len(pack)} tracker runs {statistics.median(opened[mode]):.2f} s, "
@@ -184,6 +202,18 @@ def main(argv: list[str] | None = None) -> int:
 
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def held_out_cost(times: dict[str, list[float]], adds: dict[str, list[float]], epochs: int, every: int) -> None:
+    """The held-out column's cost: the timed epochs with it against without it (``live``), paired
+    repeat by repeat (a busy machine drifts between repeats, less within one), as the median ratio
+    and its spread; and its time per logged row spread over the cadence, against a live epoch."""
+    ratios = sorted(h / lv for h, lv in zip(times["held_out"], times["live"], strict=True))
+    row = statistics.median(adds["held_out"]) - statistics.median(adds["live"])
+    epoch = statistics.median(times["live"]) / epochs
+    print(f"held-out column: epochs with it / without it {statistics.median(ratios):.4f} (median of "
+          f"{len(ratios)} paired repeats, spread {ratios[0]:.4f} .. {ratios[-1]:.4f}); its time a row "
+          f"{row * 1e3:.2f} ms, {row / (every * epoch) * 100:.2f}% of training at a row every {every} epochs")
 
 
 if __name__ == "__main__":
