@@ -10,7 +10,7 @@ Nguyen F5, 2.6 on Ikeda, and about 2 times more weakly on Nguyen F3 and F4 (var 
     python scripts/studies/target_scale.py arms [--results results/calibration/ecosystem-protocol]
 
 `run` trains the study's arms on Ecosystem (Baseline and F on raw targets to choose, seeds 0-4;
-E and EX at beta 0.005 and 0.1 to check, seeds 0-2; one training process at a time);
+E, EX, EF and EFX at beta 0.005 and 0.1 to check, seeds 0-2; one training process at a time);
 `departures` prints, from the committed analysis tables, each dataset's target variance beside
 how far its gated cells' edge medians lie from the published ones; `shifted` reads kanx's own
 edge curves at beta / var(y) (what raw targets would amount to) against the published cells;
@@ -42,6 +42,7 @@ RAW = "dataset.standardize_targets=false"
 ARMS = (
     ("baseline,F", None, SEEDS, (RAW,)),
     ("E,EX", "0.005,0.1", "0,1,2", (RAW,)),
+    ("EF,EFX", "0.005,0.1", "0,1,2", (RAW,)),
 )
 
 
