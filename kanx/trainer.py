@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from kanx import compiling, noise
+from kanx import compiling, heap, noise
 from kanx.config import RunConfig, TrainConfig
 from kanx.kan.network import Condition, GatedKAN
 from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
@@ -129,6 +129,8 @@ class Trainer:
         self.compiled = self.train_cfg.compile is True
         self.conditions = [r.condition for r in runs]
         self.device, self.M = device, len(runs)
+        if device.type == "cpu":  # every step frees its large tensors: keep them for the next (kanx.heap)
+            heap.keep_freed_memory()
         seeds = [r.seed for r in runs]
         self.model = GatedKAN(first.model, self.conditions, seeds).to(device)
         self.condition = self.model.condition  # the superset of the members' conditions
