@@ -119,7 +119,7 @@ def phase_of(event) -> str:
         e = e.cpu_parent
     e = event
     while e is not None:
-        if e.name.startswith("## ") and not e.name.startswith("## Call"):
+        if e.name.startswith("## ") and not e.name.startswith(("## Call", "## step ")):
             return e.name[3:]
         if e.name.startswith("autograd::engine::evaluate_function: "):
             return "backward " + e.name.split(": ", 1)[1]
@@ -218,8 +218,14 @@ def profile(arch, M: int, compile: bool, epochs: int, detail: Sequence[str] = ()
             k = step_of(e)
             if k in full and phase_of(e) == label:
                 inside[f"{e.name} {e.input_shapes}"][k] += e.self_cpu_time_total
-        table(f"inside {label}: op and shapes", inside, median_step, rows=12)
+        table(f"inside {label}: op and shapes", inside, median_step, rows=12, min_share=0.0)
     table("op (self)", ops, median_step, rows=16)
+    counts: dict[str, int] = defaultdict(int)
+    for e in events:
+        if step_of(e) in full and launches([e])[0]:
+            counts[phase_of(e)] += 1
+    print("\ntop-level ATen ops a step, by phase: " + ", ".join(
+        f"{label} {n / len(full):.0f}" for label, n in sorted(counts.items(), key=lambda kv: -kv[1]) if n >= len(full)))
     aten, graphs = launches([e for e in events if step_of(e) in full])
     flops = contraction_flops(cell)
     print(f"\nlaunches a step: {aten / len(full):.0f} ATen ops at top level, {graphs / len(full):.1f} compiled graphs")
@@ -227,14 +233,15 @@ def profile(arch, M: int, compile: bool, epochs: int, detail: Sequence[str] = ()
           f"{flops * rate / 1e9:.2f} GFLOP/s over the whole step")
 
 
-def table(what: str, per_step: dict[str, dict[int, float]], median_step: float, rows: int = 40) -> None:
+def table(what: str, per_step: dict[str, dict[int, float]], median_step: float, rows: int = 40,
+          min_share: float = 0.003) -> None:
     """Rows of per-step medians and minima (ms; the minimum is the least another process slowed it),
     largest median first, with the median's share of the median step."""
     medians = {label: statistics.median(v.values()) / 1e3 for label, v in per_step.items()}
     fastest = {label: min(v.values()) / 1e3 for label, v in per_step.items()}
     print(f"\n| {what} | ms a step (median) | fastest | share |\n|---|---|---|---|")
     for label, ms in sorted(medians.items(), key=lambda kv: -kv[1])[:rows]:
-        if ms / median_step >= 0.003:
+        if ms / median_step >= min_share:
             print(f"| {label} | {ms:.3f} | {fastest[label]:.3f} | {100 * ms / median_step:.1f}% |")
     print(f"| (sum) | {sum(medians.values()):.3f} | {sum(fastest.values()):.3f} | |")
 
