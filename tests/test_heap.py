@@ -4,6 +4,7 @@ raised), unless the user set malloc's options; a step then touches no fresh page
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -14,6 +15,8 @@ from test_trainer import make_runs
 
 from kanx import heap
 from kanx.trainer import Trainer
+
+GLIBC = platform.libc_ver()[0] == "glibc"
 
 
 class Mallopt:
@@ -50,7 +53,7 @@ def test_no_mallopt_means_nothing_set():
     assert heap.keep_freed_memory({}, lambda param, value: False) is None
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+@pytest.mark.skipif(not GLIBC, reason="glibc's mallopt")
 def test_this_processs_glibc_takes_the_threshold():
     assert heap._mallopt(heap.M_TRIM_THRESHOLD, 1 << 30)
 
@@ -94,7 +97,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / (3 * pack.
 
 
 @pytest.mark.slow  # two Python processes
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc")
 def test_a_packs_steps_touch_no_fresh_pages():
     """Measured: about 9 faults a step with kanx.heap, 7,000 without (one per 4 KiB page)."""
     env = {k: v for k, v in os.environ.items() if k not in heap.USER_SETTINGS}
