@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import resource
 import statistics
 import sys
@@ -31,8 +32,18 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench  # noqa: E402  (the cells and the baseline import of bench.py)
+
+def _load_bench():
+    """bench.py beside this script (its cells and its Baseline), loaded from its file: the import
+    path stays as it is, so kanx is the installed one (tests/test_layout.py)."""
+    spec = importlib.util.spec_from_file_location("bench", Path(__file__).resolve().parent / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench"] = module  # bench's dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_bench()
 
 ARCHS = {"concrete": bench.ARCHS[0], "nguyen": bench.ARCHS[1]}
 
