@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from kanx import compiling, noise
+from kanx import compiling, heap, noise
 from kanx.config import RunConfig, TrainConfig
+from kanx.kan.members import StepNoise
 from kanx.kan.network import Condition, GatedKAN
-from kanx.kan.objective import complexity, complexity_scale, data_loss, total_loss
+from kanx.kan.objective import Costs, complexity, complexity_scale, data_loss, total_loss
 from kanx.kan.structure import model_structure
 from kanx.optim import Adam
 
@@ -114,6 +115,19 @@ def member_grid_updates(train: TrainConfig, conditions: Sequence[Condition]) -> 
     return schedule
 
 
+def parameter_terms(model: GatedKAN, noise: StepNoise, tau: float | torch.Tensor, costs: Costs, tempered: bool,
+                    with_lc: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The sampled egates z~ (M, n_edges), the exit weights eta (M, L) or None without X, and L_C
+    (M,) or None where beta acts on no member (``with_lc``), from the parameters and the step's
+    ``noise`` ("Training and inference"): GatedKAN.sample_gates, GatedKAN.exit_weights at
+    temperature ``tau``, and kanx.kan.objective.complexity (pi tempered by ``tau`` with ``tempered``,
+    train.exit_pi)."""
+    gates = model.sample_gates(noise.edges, noise.nodes)
+    eta = model.exit_weights(noise.exits, tau)
+    lc = complexity(model, costs, tau if tempered else None) if with_lc else None
+    return gates, eta, lc
+
+
 class Trainer:
     """The trainer of a pack: M runs trained together. Parameters, data and noise all carry
     the member axis."""
@@ -129,6 +143,8 @@ class Trainer:
         self.compiled = self.train_cfg.compile is True
         self.conditions = [r.condition for r in runs]
         self.device, self.M = device, len(runs)
+        if device.type == "cpu":  # every step frees its large tensors: keep them for the next (kanx.heap)
+            heap.keep_freed_memory()
         seeds = [r.seed for r in runs]
         self.model = GatedKAN(first.model, self.conditions, seeds).to(device)
         self.condition = self.model.condition  # the superset of the members' conditions
@@ -230,17 +246,30 @@ class Trainer:
         ``alive`` (M,) frozen; Adam. ``beta`` (M,); ``tau`` the epoch's tau_x. Returns (L, L_data)
         (M,), detached."""
         model = self.model
-        out, eta = model.sample(xb, model.members.split_noise(u), tau)  # (M, E, B, P), (M, L) or None
+        gates, eta, lc = self.parameter_terms(model.members.split_noise(u), tau)
+        out = model(xb, gates)  # (M, E, B, P)
         data = data_loss(out, yb, eta)
         loss = data
-        if self.condition.beta_acts:
-            with_lc = total_loss(data, complexity(model, self.costs, self.exit_tau(tau)), beta, self.scale)
+        if lc is not None:
+            with_lc = total_loss(data, lc, beta, self.scale)
             loss = torch.where(self.uses_lc, with_lc, data) if model.members.mixed else with_lc
         self.optimizer.zero_grad()
         loss.sum().backward()
         self._freeze(alive)
         self.optimizer.step()
         return loss.detach(), data.detach()
+
+    def parameter_terms(self, noise: StepNoise, tau: float | torch.Tensor):
+        """A step's terms that depend on the parameters and noise alone, not on the minibatch
+        (``parameter_terms``): compiled as one function, forward and backward, on a CPU with
+        train.compile, where eagerly they were some hundred small ops a step."""
+        args = (self.costs, self.train_cfg.exit_pi == "tempered", self.condition.beta_acts)
+        if self.compiled and self.device.type == "cpu":
+            # a 0-d tensor, not a float: a float argument would recompile every epoch (eager ops round
+            # their Python scalars to float32 alike)
+            return compiling.static(parameter_terms)(self.model, noise, torch.as_tensor(tau, dtype=torch.float32),
+                                                     *args)
+        return parameter_terms(self.model, noise, tau, *args)
 
     def run_epochs(self, n: int) -> list[Progress]:
         """The next n epochs (fewer where training ends). Eagerly one by one; with

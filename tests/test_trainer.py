@@ -190,3 +190,22 @@ def test_the_compiled_step_trains_like_the_eager_one():
     assert compiled.optimizer.fused
     for (name, a), b in zip(compiled.model.state_dict().items(), eager.model.state_dict().values(), strict=True):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), name
+
+
+@pytest.mark.slow  # torch.compile (make test-full)
+@pytest.mark.parametrize("exit_pi", ["softmax", "tempered"])
+def test_a_compiled_mixed_pack_trains_like_the_eager_one(exit_pi):
+    """The step's parameter terms (gates, exit weights, L_C: Trainer.parameter_terms) compiled as one
+    function, in a mixed pack with node and input gates, change rounding only."""
+    conditions = ("EFXNI", "Baseline", "X", "EF")
+
+    def runs(compile):
+        t = TrainConfig(epochs=4, batch_size=32, compile=compile, warmup=1, fc_warmup=2, grid_update_count=2,
+                        grid_update_every=1, exit_pi=exit_pi)
+        return [RunConfig(DataConfig("sin_xy2", s), Condition.from_name(c), KANSpec((2, 3, 3, 1)), Costs(),
+                          "threshold", t, 0.05, s) for s, c in enumerate(conditions)]
+
+    x, y = toy_data(len(conditions))
+    eager, compiled = trained(runs(False), x, y), trained(runs(True), x, y)
+    for (name, a), b in zip(compiled.model.state_dict().items(), eager.model.state_dict().values(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), name

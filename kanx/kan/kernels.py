@@ -185,10 +185,12 @@ class _KANMatmul(torch.autograd.Function):
     feats (M, (1+C)*I, B); gradients to x (through the K+2 nonzero feature derivatives per
     input) and to w; none to the grid.
 
-    The products are taken in the form BLAS's batched gemm runs fastest for these shapes, with
-    the B or (1+C)*I columns, not the O <= 14 ones: y^T = w^T feats, (d loss / d w)^T =
-    grad_out^T feats^T and H = w grad_out^T (2 to 3x faster than feats^T w and feats grad_out
-    for the Concrete shapes, one and two threads). Compiled, a layer with one output takes
+    The products are taken in the form BLAS's batched gemm runs fastest for these shapes:
+    y^T = w^T feats and H = w grad_out^T, with the B or (1+C)*I columns, not the O <= 14 ones
+    (2 to 3x faster than feats^T w for the Concrete shapes, one and two threads), and
+    d loss / d w = feats grad_out, which comes out in w's layout (0.50 against 0.76 ms for
+    grad_out^T feats^T and its copy into that layout, the 26-input Concrete layer of a pack of
+    70, one thread: scripts/benchmarks/bench_step.py). Compiled, a layer with one output takes
     ``_KANOne`` instead; eager, its products are ``_bmm``'s.
     """
 
@@ -219,11 +221,8 @@ class _KANMatmul(torch.autograd.Function):
             else:
                 h = torch.bmm(w.reshape(M, F * I, O), grad_out.transpose(1, 2)).view(M, F, I, B)
                 grad_x = _kernel(ctx.compiled, "grad_x")(h, j, dN, dsilu, ctx.K).transpose(1, 2)
-        if feats is not None:
-            if O == 1:
-                grad_w = _bmm(feats, grad_out).view(ctx.w_shape)
-            else:
-                grad_w = torch.bmm(grad_out.transpose(1, 2), feats.transpose(1, 2)).transpose(1, 2).reshape(ctx.w_shape)
+        if feats is not None:  # in w's own layout: no copy into it
+            grad_w = _bmm(feats, grad_out).view(ctx.w_shape)
         return grad_x, None, grad_w, None, None
 
 

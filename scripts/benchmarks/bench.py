@@ -135,6 +135,9 @@ class Baseline:
         archive = subprocess.run(["git", "-C", str(repo), "archive", self.rev, "kanx"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", self.dir], input=archive, check=True)
+        # kanx/_version.py is written at install time and git-ignored: without one of its own, REV's
+        # kanx would find an editable install's (another checkout's module, which check() refuses).
+        (Path(self.dir) / "kanx" / "_version.py").write_text(f"version = '0+g{self.rev}'\n")
         # The trainer was kanx/training.py's Pack before 44a8b8b. Its name is looked up in the archive:
         # an editable install finds any kanx.* module missing from REV in this checkout, and the
         # cell would silently mix the two commits' code.
