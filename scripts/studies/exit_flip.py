@@ -31,7 +31,6 @@ their seed-medians beside the committed records of the same seeds and the publis
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import pandas as pd
 
 from kanx.history import read_history
 from kanx.kan.objective import complexity_scale
+from kanx.record import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT.parent / "shared" / "calibration" / "{}_published.csv"
@@ -80,9 +80,9 @@ def description_lengths(curve: pd.DataFrame, exits: int) -> dict[int, float]:
 
 def scale_of(run_dir: Path) -> float:
     """The factor s in front of beta L_C that the run trained with (its record's config)."""
-    record = json.loads((run_dir / "record.json").read_text())
-    train = record["config"]["train"]
-    return complexity_scale(train["complexity_scale"], record["n_train"], train["batch_size"])
+    record = Record.read(run_dir)
+    train = record.config["train"]
+    return complexity_scale(train["complexity_scale"], record.fields["n_train"], train["batch_size"])
 
 
 def flip_of(run_dir: Path) -> dict:
