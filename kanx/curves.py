@@ -12,7 +12,9 @@ Columns (a member's own condition decides which exist):
                  rounding (the record scores model.pt alone, on the CPU, with one thread)
     lc           L_C at the epoch's end (Eq. approx-model-complexity, or reachability-mdl-compact with X)
     beta         the beta in force (0 during the warmup, and for Baseline and F)
-    open_gates   open edges at the epoch's end (deterministic gates; every existing edge without E)
+    open_gates   open edges at the epoch's end (deterministic gates; every existing edge without E),
+                 counted over the whole network, every exit head's included: the record's
+                 open_gates (kanx.kan.structure) counts only those on the selected exit's path
     exit         the selected exit (argmax pi)
     pi_0..pi_L-1 the exit distribution (with X)
     tau_x        the exit-gate temperature of the epoch (with X)
