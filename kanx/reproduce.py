@@ -26,6 +26,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -59,6 +60,20 @@ def sweep_command(dataset: str, condition: str, scale: str, results: str, launch
     if scale == "smoke":
         cmd += smoke_overrides(dataset)
     return cmd + extra + ["-m"]
+
+
+def train_in_turn(sweeps: Sequence[Sequence[str]], who: str) -> int:
+    """Each sweep (the overrides of one ``python -m kanx.train OVERRIDES -m``) in its own process,
+    one after another, each command echoed; stops at the first that fails, naming it on stderr
+    as ``who`` (a study script's name). Returns 0 or 1. Records resume, so the same call finishes
+    an interrupted study and trains nothing finished."""
+    for overrides in sweeps:
+        cmd = [sys.executable, "-m", "kanx.train", *overrides, "-m"]
+        print("+", shlex.join(cmd[1:]), flush=True)
+        if subprocess.call(cmd) != 0:
+            print(f"{who}: error: sweep failed: {shlex.join(cmd[1:])}", file=sys.stderr)
+            return 1
+    return 0
 
 
 def run_sweep(cmd: list[str], env: dict, log_dir: Path | None) -> int:

@@ -446,6 +446,24 @@ def test_compare_published_side_by_side(fixture_medians):
     assert table.index.get_level_values(0).unique().tolist() == list(CONDITIONS)
 
 
+def test_a_single_median_is_read_against_the_published_range_as_the_fidelity_table_reads_it():
+    from kanx.analyze.published import in_published_range, paper_published
+
+    published = paper_published("concrete")  # RMSE printed with 2 decimals: X at 0.001 is [4.81, 6.75]
+    assert in_published_range(published, "X", 0.001, "rmse", 4.806)  # prints as 4.81
+    assert not in_published_range(published, "X", 0.001, "rmse", 4.804)
+    assert not in_published_range(published, "X", 0.001, "edges", 183.0)  # [182, 182]
+    assert in_published_range(published, "Baseline", 0.0, "depth", 3.0)
+    assert in_published_range(published, "X", 0.123, "rmse", 5.0) is None  # no such published cell
+    assert in_published_range(published, "X", 0.001, "rmse", math.nan) is None
+    medians = pd.DataFrame({"dataset": "concrete", "condition": ["X"], "beta": [0.001], "n_used": 3, "n_total": 3,
+                            "rmse_median": [4.806], "rmse_min": 0.0, "rmse_max": 0.0, "edges_median": [183.0],
+                            "edges_min": 0.0, "edges_max": 0.0, "depth_median": [2.0], "depth_min": 0.0,
+                            "depth_max": 0.0})
+    row = compare_published(medians, published, "concrete").set_index(["condition", "beta"]).loc[("X", 0.001)]
+    assert (row["rmse_in_range"], row["edges_in_range"]) == (True, False)  # the same reading, vectorized
+
+
 # --- golden report and CLI ----------------------------------------------------------------
 
 

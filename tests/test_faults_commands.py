@@ -194,6 +194,24 @@ def test_the_factor_study_passes_one_seed_and_pack_size_one_on(tmp_path, monkeyp
     assert argv[argv.index("--pack-size") + 1] == "1" and "seed=0" in argv, argv  # 1 seed is seed 0
 
 
+def test_a_study_trains_its_sweeps_in_turn_and_stops_at_the_first_that_fails(monkeypatch, capsys, tmp_path):
+    from kanx.reproduce import train_in_turn
+
+    calls = []
+    monkeypatch.setattr("kanx.reproduce.subprocess.call", lambda cmd: calls.append(cmd[3:]) or len(calls) == 2)
+    assert train_in_turn([["dataset=a", "seed=0"], ["dataset=b"], ["dataset=c"]], "study.py") == 1
+    assert calls == [["dataset=a", "seed=0", "-m"], ["dataset=b", "-m"]]  # the third never starts
+    out, err = capsys.readouterr()
+    assert "+ -m kanx.train dataset=a seed=0 -m" in out
+    assert one_line(err, "study.py") == "study.py: error: sweep failed: -m kanx.train dataset=b -m"
+    calls.clear()
+    monkeypatch.setattr("kanx.reproduce.subprocess.call", lambda cmd: calls.append(cmd) or 0)
+    assert train_in_turn([["dataset=a"], ["dataset=b"]], "study.py") == 0 and len(calls) == 2
+    study = script("exit_flip")  # the study scripts train through it
+    assert study.train(tmp_path) == 0 and len(calls) == 2 + len(study.ARMS)
+    assert all(f"results_root={tmp_path}" in cmd and cmd[-1] == "-m" for cmd in calls[2:])
+
+
 SEARCH = {
     "run foo=1": (["run", "foo=1"], "Could not override 'foo'"),
     "run +betta=1": (["run", "+betta=1"], "unknown key(s) betta (did you mean beta?)"),

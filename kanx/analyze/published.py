@@ -167,10 +167,32 @@ def compare_published(medians: pd.DataFrame, published: pd.DataFrame, dataset: s
         out[f"{p}_reproduced"] = rep
         out[f"{p}_published"] = pub
         out[f"{p}_diff"] = rep - pub
-        shown = rep.round(decimals[f"{p}_median"]) if f"{p}_median" in decimals else rep
+        shown = as_printed(rep, decimals, p)
         inside = (shown >= both[f"{p}_min_pub"]) & (shown <= both[f"{p}_max_pub"])
         out[f"{p}_in_range"] = inside.astype(object).where(rep.notna() & pub.notna(), np.nan)
     return _order(out)
+
+
+def as_printed(value, decimals: Mapping[str, int], measure: str):
+    """``value`` (a number or a Series of ``measure``: rmse, edges or depth) rounded to the
+    decimals the paper prints that measure's median with (``decimals``: a published table's
+    ``attrs["decimals"]``), as it is where they are not known: how a reproduced median is read
+    against a published range."""
+    places = decimals.get(f"{measure}_median")
+    return value if places is None else np.round(value, places)
+
+
+def in_published_range(published: pd.DataFrame, condition: str, beta: float, measure: str,
+                       value: float) -> bool | None:
+    """Whether a seed-median ``value`` of ``measure`` (rmse, edges or depth) lies in the published
+    [min, max] of the cell (condition, beta), read at the paper's printed precision as the
+    fidelity table reads it (compare_published); None where the paper has no such cell or the
+    value is not a number. ``published``: a table of paper_published, beta 0 for Baseline and F."""
+    cell = published[(published["condition"] == condition) & (published["beta"] == beta)]
+    if cell.empty or value is None or math.isnan(value):
+        return None
+    shown = as_printed(value, published.attrs.get("decimals", {}), measure)
+    return bool(cell.iloc[0][f"{measure}_min"] <= shown <= cell.iloc[0][f"{measure}_max"])
 
 
 def hv_from_published(published: pd.DataFrame, scale: float = REF_SCALE) -> dict[str, float]:

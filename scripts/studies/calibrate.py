@@ -40,6 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from kanx.kan.objective import COMPLEXITY_SCALES, complexity_scale
+from kanx.reproduce import train_in_turn
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT.parent / "shared" / "calibration" / "concrete_published.csv"
@@ -78,10 +79,8 @@ def as_published_beta(beta: float, scale: str, run_scale: str = "mdl") -> float 
 
 
 def train(args: list[str], dataset: str = "concrete") -> None:
-    cmd = [sys.executable, "-m", "kanx.train", f"dataset={dataset}", *args, "-m"]
-    print("+", " ".join(cmd[1:]), flush=True)
-    if subprocess.call(cmd) != 0:
-        raise SystemExit(f"calibrate: sweep failed: {' '.join(cmd[1:])}")
+    if train_in_turn([[f"dataset={dataset}", *args]], "calibrate.py"):
+        raise SystemExit(1)
 
 
 def run(a) -> int:

@@ -32,19 +32,19 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from kanx.analyze.published import in_published_range, paper_published
 from kanx.history import read_history
 from kanx.kan.objective import complexity_scale
 from kanx.record import Record
+from kanx.reproduce import train_in_turn
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLISHED = ROOT.parent / "shared" / "calibration" / "{}_published.csv"
 ADAM_EPS = 1e-8  # kanx.optim.Adam's default, as torch.optim.Adam's
 RAW = "dataset.standardize_targets=false"
 # (datasets, conditions, betas or None for beta 0, seeds): Baseline and F choose; the rest only check.
@@ -174,15 +174,9 @@ def trace(run_dir: Path, every: int = 250) -> pd.DataFrame:
 
 def train(results: Path) -> int:
     """Every arm, one training process after another (records resume if interrupted)."""
-    for datasets, conditions, betas, seeds in ARMS:
-        cmd = [sys.executable, "-m", "kanx.train", f"dataset={datasets}", f"+condition={conditions}", RAW,
-               *([f"beta={betas}"] if betas else []), f"seed={seeds}", f"results_root={results}",
-               "hydra.launcher.group=all", "-m"]
-        print("+", " ".join(cmd[1:]), flush=True)
-        if subprocess.call(cmd) != 0:
-            print(f"exit_flip.py: sweep failed: {' '.join(cmd[1:])}", file=sys.stderr)
-            return 1
-    return 0
+    return train_in_turn([[f"dataset={datasets}", f"+condition={conditions}", RAW,
+                           *([f"beta={betas}"] if betas else []), f"seed={seeds}", f"results_root={results}",
+                           "hydra.launcher.group=all"] for datasets, conditions, betas, seeds in ARMS], "exit_flip.py")
 
 
 def arm_table(results: Path, paper: Path) -> pd.DataFrame:
@@ -194,38 +188,37 @@ def arm_table(results: Path, paper: Path) -> pd.DataFrame:
     rows = []
     for dataset in sorted(raw["dataset"].unique()):
         ours = kanx.load_runs(paper / dataset)
-        published = pd.read_csv(str(PUBLISHED).format(dataset))
+        published = paper_published(dataset)
         for (condition, beta), cell in raw[raw["dataset"] == dataset].groupby(["condition", "beta"]):
             same = ours[(ours["condition"] == condition) & (ours["beta"] == beta)
                         & ours["seed"].isin(cell["seed"]) & ~ours["superseded"]]
-            pub = published[(published["condition"] == condition) & (published["beta"].fillna(0.0) == beta)]
-            rows += [arm_row(dataset, condition, beta, arm, runs, pub.iloc[0] if len(pub) else None)
+            pub = published[(published["condition"] == condition) & (published["beta"] == beta)]
+            rows += [arm_row(dataset, condition, beta, arm, runs, published)
                      for arm, runs in (("raw targets", cell), ("standardized (committed)", same))]
             if len(pub):
                 p = pub.iloc[0]
                 rows.append({"dataset": dataset, "condition": condition, "beta": beta, "arm": "paper", "seeds": 10,
                              "exit per seed": "", "RMSE": f"{p.rmse_median} [{p.rmse_min}, {p.rmse_max}]",
-                             "edges": f"{p.edges_median} [{p.edges_min}, {p.edges_max}]",
-                             "bias terms": "", "depth": f"{p.depth_median} [{p.depth_min}, {p.depth_max}]",
+                             "edges": f"{p.edges_median:g} [{p.edges_min:g}, {p.edges_max:g}]",
+                             "bias terms": "", "depth": f"{p.depth_median:g} [{p.depth_min:g}, {p.depth_max:g}]",
                              "in range (RMSE, edges, depth)": ""})
     return pd.DataFrame(rows)
 
 
-def arm_row(dataset: str, condition: str, beta: float, arm: str, runs: pd.DataFrame, pub: pd.Series | None) -> dict:
+def arm_row(dataset: str, condition: str, beta: float, arm: str, runs: pd.DataFrame, published: pd.DataFrame) -> dict:
     """One arm's seed-medians of a cell (RMSE at 3 significant digits: MPa or Nguyen's 1e-4s),
-    and whether each lies in the published [min, max] (the RMSE read at the table's printed
-    precision, 2 decimals for Concrete's MPa, 4 for the rest, as kanx's fidelity table reads it)."""
-    rmse, edges, depth = (float(runs[c].median()) for c in ("test_rmse", "contributing_edges", "depth"))
-    row = {"dataset": dataset, "condition": condition, "beta": beta, "arm": arm, "seeds": len(runs),
-           "exit per seed": " ".join(str(int(e)) for e in runs.sort_values("seed")["exit"]),
-           "RMSE": f"{rmse:.3g}", "edges": edges, "bias terms": float(runs["bias_terms"].median()), "depth": depth,
-           "in range (RMSE, edges, depth)": ""}
-    if pub is not None:
-        places = 2 if dataset == "concrete" else 4
-        inside = (pub.rmse_min <= round(rmse, places) <= pub.rmse_max, pub.edges_min <= edges <= pub.edges_max,
-                  pub.depth_min <= depth <= pub.depth_max)
-        row["in range (RMSE, edges, depth)"] = ", ".join("yes" if ok else "no" for ok in inside)
-    return row
+    and whether each lies in the published [min, max], read at the paper's printed precision as
+    kanx's fidelity table reads it (kanx.analyze.published.in_published_range); blank where the
+    paper has no such cell."""
+    medians = {m: float(runs[c].median()) for m, c in (("rmse", "test_rmse"), ("edges", "contributing_edges"),
+                                                          ("depth", "depth"))}
+    inside = [in_published_range(published, condition, beta, m, v) for m, v in medians.items()]
+    return {"dataset": dataset, "condition": condition, "beta": beta, "arm": arm, "seeds": len(runs),
+            "exit per seed": " ".join(str(int(e)) for e in runs.sort_values("seed")["exit"]),
+            "RMSE": f"{medians['rmse']:.3g}", "edges": medians["edges"],
+            "bias terms": float(runs["bias_terms"].median()), "depth": medians["depth"],
+            "in range (RMSE, edges, depth)": "" if inside[0] is None else
+            ", ".join("yes" if ok else "no" for ok in inside)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,8 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kanx.analyze.published import in_published_range, paper_published
+from kanx.reproduce import train_in_turn
+
 ROOT = Path(__file__).resolve().parents[2]
-PUBLISHED = ROOT.parent / "shared" / "calibration" / "{}_published.csv"
 TABLES = "analysis/tables/absolute_{}.csv"
 DATASETS = (*(f"nguyen_f{i}" for i in range(1, 11)), "ikeda", "ecosystem")
 SEEDS = "0,1,2,3,4"
@@ -48,16 +49,10 @@ ARMS = (
 
 def train(results: Path) -> int:
     """Every arm, one training process after another (records resume if interrupted)."""
-    for conditions, betas, seeds, overrides in ARMS:
-        cmd = [sys.executable, "-m", "kanx.train", "dataset=ecosystem", f"+condition={conditions}",
-               f"seed={seeds}", f"results_root={results}", *overrides, "hydra.launcher.group=all", "-m"]
-        if betas is not None:
-            cmd.insert(4, f"beta={betas}")
-        print("+", " ".join(cmd[1:]), flush=True)
-        if subprocess.call(cmd) != 0:
-            print(f"target_scale.py: sweep failed: {' '.join(cmd[1:])}", file=sys.stderr)
-            return 1
-    return 0
+    return train_in_turn([["dataset=ecosystem", f"+condition={conditions}",
+                           *([f"beta={betas}"] if betas is not None else []), f"seed={seeds}",
+                           f"results_root={results}", *overrides, "hydra.launcher.group=all"]
+                          for conditions, betas, seeds, overrides in ARMS], "target_scale.py")
 
 
 def target_variance(dataset: str, data_seed: int = 0) -> float:
@@ -87,7 +82,7 @@ def departures(results: Path, datasets: Iterable[str] = DATASETS, conditions=("E
     rows = []
     for name in datasets:
         ours = pd.read_csv(results / TABLES.format(name))
-        published = pd.read_csv(str(PUBLISHED).format(name))
+        published = paper_published(name)
         row: dict = {"dataset": name, "var(y)": target_variance(name)}
         for condition in conditions:
             row[f"{condition} mean log edge ratio"], row[f"{condition} cells"] = edge_departure(
@@ -114,7 +109,7 @@ def shifted(results: Path, datasets: Iterable[str] = DATASETS, conditions=("E", 
     for name in datasets:
         var = target_variance(name)
         ours = pd.read_csv(results / TABLES.format(name))
-        published = pd.read_csv(str(PUBLISHED).format(name))
+        published = paper_published(name)
         for condition in conditions:
             mine = ours[ours["condition"] == condition]
             curve = mine.set_index(mine["beta"].round(6))["edges_median"]
@@ -164,9 +159,11 @@ def arm_medians(records: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
         seeds=("seed", "size"), reading=("paper reading", "median"), one_step=("one step", "median"),
         edges=("edges", "median"), depth=("depth", "median")).reset_index()
     pub = published.assign(beta=published["beta"].fillna(0.0))
+    pub.attrs = published.attrs
     out = out.merge(pub[["condition", "beta", "rmse_median", "rmse_min", "rmse_max", "edges_median", "depth_median"]],
                     on=["condition", "beta"], how="left")
-    out["in range"] = (out["reading"].round(4) >= out["rmse_min"]) & (out["reading"].round(4) <= out["rmse_max"])
+    out["in range"] = [in_published_range(pub, c, b, "rmse", v) is True
+                       for c, b, v in zip(out["condition"], out["beta"], out["reading"], strict=True)]
     return out.rename(columns={"rmse_median": "paper", "rmse_min": "paper min", "rmse_max": "paper max",
                                "edges_median": "paper edges", "depth_median": "paper depth"})
 
@@ -208,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     reference = reference[reference.set_index(["condition", "beta"]).index.isin(
         ours.set_index(["condition", "beta"]).index)]
-    published = pd.read_csv(str(PUBLISHED).format(a.dataset))
+    published = paper_published(a.dataset)
     print(arm_medians(pd.concat([reference, ours]), published).to_markdown(index=False, floatfmt=".4g"))
     return 0
 
