@@ -6,38 +6,29 @@ Model code (kanx.kan) never sees Hydra or OmegaConf; this module is the boundary
 
 Every default has one owner: the dataclasses (TrainConfig and RunConfig here, KANSpec, Costs,
 Condition). config_defaults() writes them out as the node conf/config.yaml composes first
-(`kanx_defaults`, registered with Hydra by register_resolvers), and run_config_from fills a key
+(`kanx_defaults`, registered with Hydra by kanx.resolvers.register_resolvers), and run_config_from fills a key
 a config lacks from the same node, so neither conf/ nor the checks hold a second copy.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
-from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from kanx.cli import prog
 from kanx.errors import ConfigError
 from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
 from kanx.loggers import LoggerConfig, logger_config
 from kanx.vocab import (
-    CONDITIONS,
     FACTOR_FIELDS,
     RESULTS_ROOT,
     Condition,
-    all_conditions,
     beta_factors,
-    condition_from_node,
     condition_name_problem,
-    folder_name,
-    folder_tag,
-    run_folder,
 )
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -164,88 +155,6 @@ def config_defaults() -> dict:
     }
 
 
-def register_resolvers() -> None:
-    """What composing conf/ needs, registered before Hydra composes; idempotent: the resolvers its
-    YAML uses, and the node `kanx_defaults` (config_defaults, with Hydra's exclude_keys for the
-    sweep folder's tag: identity.TAG_EXCLUDED) in Hydra's ConfigStore."""
-    from hydra.core.config_store import ConfigStore
-
-    OmegaConf.register_new_resolver("kanx.beta_sweep", beta_sweep, replace=True)
-    OmegaConf.register_new_resolver("kanx.beta_if_gated", beta_if_gated, replace=True)
-    # The parts of a run's folder (conf/config.yaml: hydra.sweep): each one folder name (vocab.folder_name)
-    OmegaConf.register_new_resolver("kanx.tag", folder_tag, replace=True)
-    OmegaConf.register_new_resolver("kanx.folder", folder_name, replace=True)
-    OmegaConf.register_new_resolver("kanx.run_folder", run_folder, replace=True)
-    # csv: the name from the file
-    OmegaConf.register_new_resolver("kanx.stem", lambda path: Path(str(path)).stem or "csv", replace=True)
-    # conf/hydra/help: the command as typed
-    OmegaConf.register_new_resolver("kanx.command", lambda: prog("kanx.train"), replace=True)
-    tag = {"hydra": {"job": {"config": {"override_dirname": {"exclude_keys": list(TAG_EXCLUDED)}}}}}
-    store = ConfigStore.instance()
-    store.store(name="kanx_defaults", node={**config_defaults(), **tag}, provider="kanx")
-    # `+condition=<factors>` for every set with N or I: generated options of the group beside the
-    # paper's eight files in conf/condition/ (condition_node).
-    for name in all_conditions():
-        if name not in CONDITIONS:
-            store.store(group="condition", name=name, node=condition_node(name), provider="kanx")
-
-
-def condition_node(name: str) -> dict:
-    """The `condition` node of a condition name: its name and one flag per factor (what
-    conf/condition/<name>.yaml holds for the paper's eight)."""
-    c = Condition.from_name(name)
-    return {"name": c.name, **{field: getattr(c, field) for field in FACTOR_FIELDS.values()}}
-
-
-# The flags the beta resolvers took one by one before they took the condition node, in that order:
-# a dataset YAML written then (`${kanx.beta_if_gated:${condition.edge_gates},${condition.exits},BETA,
-# ${condition.node_gates},${condition.input_gates}}`) still resolves. Frozen: a new factor is in the node.
-_POSITIONAL_FLAGS = ("edge_gates", "exits", "node_gates", "input_gates")
-
-
-def _condition_and_value(condition, value, more: tuple) -> tuple[Mapping, object]:
-    """The resolvers' arguments as (the condition node, the value after it): ``condition`` is the
-    node (${condition}); or, as before, the E and X flags, the value, then the N and I flags."""
-    if isinstance(condition, Mapping):
-        return condition, value
-    flags = (condition, value, *more[1:])
-    return dict(zip(_POSITIONAL_FLAGS[: len(flags)], flags, strict=False)), more[0] if more else None
-
-
-def _beta_acts(condition: Mapping) -> bool:
-    """Condition.beta_acts of a condition node as the resolvers get it (a flag other than true is off)."""
-    return condition_from_node(condition).beta_acts
-
-
-def beta_sweep(condition, betas, *more) -> str:
-    """The beta values a condition sweeps with -m, as a Hydra sweep string, from the condition
-    node (conf/config.yaml: ${kanx.beta_sweep:${condition},${dataset.betas}}).
-
-    Beta acts through L_C only where it has something to act on: the gates of a factor that says
-    so (vocab.beta_factors: E, X, N, I). Baseline and F sweep seeds only, at beta 0.
-    """
-    condition, betas = _condition_and_value(condition, betas, more)
-    for key in FACTOR_FIELDS.values():
-        if key in condition:
-            _bool(condition[key], f"condition.{key}")
-    if not _beta_acts(condition):
-        return "0.0"
-    values = list(betas)
-    if not values:
-        raise ConfigError("dataset.betas is empty: give at least one beta, e.g. dataset.betas=[0.0,0.01]")
-    return ",".join(repr(float(b)) for b in values)
-
-
-def beta_if_gated(condition, beta, *more):
-    """A dataset's beta for a single run (conf/dataset/*.yaml: ${kanx.beta_if_gated:${condition},BETA}):
-    ``beta`` where it acts, else 0.0, so a Baseline or F run is recorded (and filed) at the beta
-    it trains at."""
-    # Flags other than true/false are refused by run_config_from in one line; raising here,
-    # inside an interpolation, would be a traceback.
-    condition, beta = _condition_and_value(condition, beta, more)
-    return beta if _beta_acts(condition) else 0.0
-
-
 def check_beta(run: RunConfig) -> None:
     """A new run's beta must be one it trains at: a nonzero beta without a factor that beta acts
     through is a condition left out by mistake, not a Baseline (records read back are not
@@ -299,7 +208,7 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def _bool(value, key: str) -> bool:
+def as_bool(value, key: str) -> bool:
     """A boolean key's value. Only real booleans (YAML's true/false in any case, which Hydra
     parses): bool('no') is True, so overwrite=no would replace finished records."""
     if not isinstance(value, bool):
@@ -434,7 +343,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     loader = d.get("loader", d.get("name"))  # loader: a named csv table
     _require(loader in DATASETS, f"dataset={d.get('name')!r} is not one of: {', '.join(DATASETS)}")
     _check_known(d, frozenset({*_DATASET_META, "loader", *SHARED_OPTIONS, *DATASETS[loader].defaults}), "dataset")
-    flags = Condition(**{k: _bool(cond[k], f"condition.{k}") for k in FACTOR_FIELDS.values()})
+    flags = Condition(**{k: as_bool(cond[k], f"condition.{k}") for k in FACTOR_FIELDS.values()})
     name = cond.get("name", flags.name)  # a config without a name: the flags' own
     _require(condition_name_problem(name) is None, f"condition={name!r} is not a condition: "
                                                    f"{condition_name_problem(name)}")
@@ -461,7 +370,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
     _require(lr > 0, f"train.lr={lr} must be > 0")
     train = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup, fc_warmup=fc_warmup,
-        grid_updates=_bool(t["grid_updates"], "train.grid_updates"),
+        grid_updates=as_bool(t["grid_updates"], "train.grid_updates"),
         grid_update_count=_int(t["grid_update_count"], "train.grid_update_count"),
         grid_update_every=_int(t["grid_update_every"], "train.grid_update_every"),
         tau_x_start=_num(t["tau_x_start"], "train.tau_x_start"),
@@ -474,7 +383,7 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         pack_size=_int(t["pack_size"], "train.pack_size"),
         compile=_compile_setting(t["compile"]),
         threads=_threads_setting(t["threads"]),
-        cuda_graph=_bool(t["cuda_graph"], "train.cuda_graph"),
+        cuda_graph=as_bool(t["cuda_graph"], "train.cuda_graph"),
         log_every=_int(t["log_every"], "train.log_every"),
         progress_every_s=_num(t["progress_every_s"], "train.progress_every_s"),
     )
@@ -527,13 +436,13 @@ def run_config_from(cfg: DictConfig | dict) -> RunConfig:
         name=d["name"],
         data_seed=seed if data_seed is None else _int(data_seed, "dataset.data_seed"),
         input_scaling=_choice(d["input_scaling"], "dataset.input_scaling", INPUT_SCALINGS),
-        standardize_targets=_bool(d["standardize_targets"], "dataset.standardize_targets"),
+        standardize_targets=as_bool(d["standardize_targets"], "dataset.standardize_targets"),
         options={k: v for k, v in d.items() if k not in _DATASET_META and v is not None},
         val_fraction=check_val_fraction(d["val_fraction"]),
     )
     return RunConfig(data=data, condition=flags, model=spec, costs=costs,
                      gate_estimator=_choice(m["gate_estimator"], "model.gate_estimator", GATE_ESTIMATORS),
-                     train=train, beta=beta, seed=seed, device=device, overwrite=_bool(c["overwrite"], "overwrite"),
+                     train=train, beta=beta, seed=seed, device=device, overwrite=as_bool(c["overwrite"], "overwrite"),
                      logger=logger_config(lg))
 
 

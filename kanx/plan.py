@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from kanx import records
 from kanx.confdir import initialize_conf
-from kanx.config import register_resolvers
 from kanx.jobs import assign, group_label, launch, shortest_first, starting
+from kanx.resolvers import register_resolvers
 from kanx.vocab import DEFAULT_GROUP, PAPER_CONDITIONS, PAPER_DATASETS
 
 if TYPE_CHECKING:  # kanx.runner loads the trainer: imported when a plan trains, not when it composes

@@ -22,8 +22,8 @@ from omegaconf import DictConfig
 
 from kanx.cli import pipe_safe, version_line
 from kanx.confdir import conf_dir
-from kanx.config import register_resolvers
 from kanx.errors import ConfigError, fail
+from kanx.resolvers import register_resolvers
 
 
 def run(cfg: DictConfig) -> dict | float | tuple | None:
@@ -40,7 +40,7 @@ def run(cfg: DictConfig) -> dict | float | tuple | None:
 def _beta_sweep_or_fail(*args) -> str:
     """The beta_sweep resolver for the command line: Hydra resolves the sweep parameters
     while it builds its sweeper, where a ConfigError would print as a long traceback."""
-    from kanx.config import beta_sweep
+    from kanx.resolvers import beta_sweep
 
     try:
         return beta_sweep(*args)

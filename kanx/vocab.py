@@ -209,7 +209,7 @@ GATED: tuple[str, ...] = tuple(c for c in CONDITIONS if Condition.from_name(c).b
 
 def condition_option(name: str) -> str:
     """The `+condition=` value of a condition name (conf/condition/<value>.yaml for the paper's
-    eight, kanx.config.register_resolvers' generated options for the others)."""
+    eight, kanx.resolvers.register_resolvers' generated options for the others)."""
     return "baseline" if name == BASELINE else name
 
 

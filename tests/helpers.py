@@ -13,7 +13,7 @@ import torch
 from hydra import compose
 
 from kanx.confdir import initialize_conf
-from kanx.config import register_resolvers
+from kanx.resolvers import register_resolvers
 from kanx.runner import run_jobs
 from kanx.trainer import Trainer
 

@@ -17,13 +17,14 @@ from test_mixed_packs import assert_same_member
 
 from kanx import vocab
 from kanx.confdir import conf_dir
-from kanx.config import DataConfig, RunConfig, TrainConfig, beta_sweep, config_hash, run_config_from, to_container
+from kanx.config import DataConfig, RunConfig, TrainConfig, config_hash, run_config_from, to_container
 from kanx.errors import ConfigError
 from kanx.kan import mechanisms, structure
 from kanx.kan.mechanisms import EXPECTED, TRAIN, Mechanism
 from kanx.kan.network import Condition, GatedKAN, KANSpec
 from kanx.kan.objective import Costs, complexity
 from kanx.kan.structure import RecordRule, model_structure, record_metrics
+from kanx.resolvers import beta_sweep
 
 STAGE_GATES = vocab.Factor("T", "stage_gates", "stage gates", beta_acts=True)
 OPEN = 2.0  # a stage gate's logit at the start: sigmoid(2) = 0.88, open

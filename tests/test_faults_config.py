@@ -79,7 +79,7 @@ def test_grid_updates_off_and_standardize_no_are_refused_not_read_as_true():
 
 
 def test_the_beta_sweep_reads_condition_flags_as_booleans_too():
-    from kanx.config import beta_sweep
+    from kanx.resolvers import beta_sweep
 
     assert beta_sweep(False, False, [0.1]) == "0.0" and beta_sweep(True, False, [0.1]) == "0.1"
     with pytest.raises(ConfigError, match="condition.edge_gates='no' must be true or false"):
@@ -87,7 +87,7 @@ def test_the_beta_sweep_reads_condition_flags_as_booleans_too():
 
 
 def test_the_beta_resolvers_take_the_condition_node_and_still_the_flags_of_older_dataset_files():
-    from kanx.config import beta_sweep
+    from kanx.resolvers import beta_sweep
 
     assert beta_sweep({"name": "EN", "edge_gates": True, "node_gates": True}, [0.1, 0.2]) == "0.1,0.2"
     assert beta_sweep({"name": "F", "forward": True}, [0.1]) == "0.0"

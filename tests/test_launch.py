@@ -92,7 +92,7 @@ def _params_for(overrides: list[str]) -> dict:
     from hydra import compose
 
     from kanx.confdir import initialize_conf
-    from kanx.config import register_resolvers
+    from kanx.resolvers import register_resolvers
 
     register_resolvers()
     with initialize_conf():

@@ -124,8 +124,8 @@ def test_two_nguyen_datasets_in_one_pack_match_their_own_sweeps(tmp_path, group)
     from hydra import compose
 
     from kanx.confdir import initialize_conf
-    from kanx.config import register_resolvers
     from kanx.jobs import make_packs, pending, prepare_jobs, resume
+    from kanx.resolvers import register_resolvers
     from kanx.runner import run_jobs
 
     register_resolvers()

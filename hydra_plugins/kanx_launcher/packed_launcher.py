@@ -130,8 +130,8 @@ def write_multirun(launcher: Launcher) -> Path:
 def start_launch(launcher: Launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """What every kanx launcher does first: Hydra's globals and logging, kanx's resolvers,
     refuse an empty sweep, then compose every job (keeping Hydra's singletons as they were)."""
-    from kanx.config import register_resolvers
     from kanx.errors import fail
+    from kanx.resolvers import register_resolvers
 
     setup_globals()
     register_resolvers()

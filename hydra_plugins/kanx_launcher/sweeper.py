@@ -19,7 +19,7 @@ sweeper writes the manifests of a batch of jobs before its first job (write_mani
 
 The sweep parameters (hydra.sweeper.params: the beta list and the seeds) are resolved for each
 condition and dataset that the command line sweeps (job_batches): the beta list depends on both
-(kanx.config.beta_sweep: a condition without gates sweeps beta 0 only; each dataset has its own
+(kanx.resolvers.beta_sweep: a condition without gates sweeps beta 0 only; each dataset has its own
 list), and Hydra resolves them once, for the config without the sweep, which would give every
 condition of `+condition=baseline,EFX` the Baseline's beta 0 and every dataset the default's list.
 """

@@ -84,7 +84,7 @@ def check_search(command: Sequence[str], dataset: str, root: Path) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from kanx.confdir import initialize_conf
-    from kanx.config import register_resolvers
+    from kanx.resolvers import register_resolvers
     from kanx.runner import check_jobs
 
     overrides = [o.input_line for o in OverridesParser.create().parse_overrides(list(command[3:-1]))
