@@ -67,12 +67,17 @@ def default_every(epochs: int) -> int:
     return max(1, epochs // 200)
 
 
+def held_out_split(ds: Dataset) -> str:
+    """The split a run's curve scores: the validation split where the run has one, and then only
+    it (a curve watched while tuning must not show the test set; the record holds test_rmse
+    beside val_rmse for the end), else the test split."""
+    return "val" if ds.n_val else "test"
+
+
 def held_out_column(ds: Dataset) -> str:
-    """The name of a run's held-out column: the record metric it reproduces. The validation
-    split's where the run has one, and then only it: a curve watched while tuning must not show
-    the test set (the record holds test_rmse beside val_rmse for the end). A dynamical system's
-    is the one-step error (the record's test_rmse is its multi-step rollout error)."""
-    split = "val" if ds.n_val else "test"
+    """The name of a run's held-out column: the record metric it reproduces on held_out_split. A
+    dynamical system's is the one-step error (the record's test_rmse is its multi-step rollout error)."""
+    split = held_out_split(ds)
     return f"{split}_rmse_one_step" if ds.dynamical else f"{split}_rmse"
 
 
@@ -87,7 +92,7 @@ class HeldOut:
     def __init__(self, datasets: Sequence[Dataset], scalings: Sequence[Scaling], device: torch.device,
                  estimator: str):
         self.columns = [held_out_column(ds) for ds in datasets]
-        split = "val" if datasets[0].n_val else "test"  # a pack shares its data sizes (RunConfig.pack_key)
+        split = held_out_split(datasets[0])  # a pack shares its data sizes (RunConfig.pack_key)
         self.x = torch.stack([s.x(getattr(ds, f"x_{split}")).to(torch.float32)
                               for s, ds in zip(scalings, datasets, strict=True)]).to(device)
         self.y = torch.stack([getattr(ds, f"y_{split}") for ds in datasets])  # raw, float64, on the CPU
