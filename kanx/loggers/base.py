@@ -215,8 +215,10 @@ IMPORTS = {"tensorboard": ("tensorboard.compat.proto.event_pb2", "tensorboard.co
            "wandb": ("wandb",)}
 INSTALL = {"tensorboard": "pip install 'kanx[tensorboard]'", "mlflow": "pip install 'kanx[mlflow]'",
            "wandb": "pip install 'wandb>=0.19.10'"}
-_NEEDS = {"kanx.loggers.TensorBoardLogger": "tensorboard", "kanx.loggers.MLflowLogger": "mlflow",
-          "kanx.loggers.WandbLogger": "wandb"}
+# The package each built-in logger needs, by where its class is defined: a `_target_` may name it
+# there or as kanx.loggers re-exports it (conf/logger/), the same class either way.
+_NEEDS = {"kanx.loggers.tensorboard.TensorBoardLogger": "tensorboard", "kanx.loggers.mlflow.MLflowLogger": "mlflow",
+          "kanx.loggers.wandb.WandbLogger": "wandb"}
 _METHODS = ("log", "flush", "close")
 
 
@@ -227,7 +229,7 @@ def check_loggers(cfg: LoggerConfig) -> None:
     for name, node in cfg.nodes().items():
         cls = _logger_class(name, node["_target_"])
         _check_keys(name, cls, {k for k in node if k != "_target_"})
-        package = _NEEDS.get(node["_target_"])
+        package = _NEEDS.get(f"{cls.__module__}.{cls.__qualname__}")
         if package is not None:
             check_installed(package, name)
 
