@@ -22,7 +22,7 @@ from kanx.errors import ConfigError
 from kanx.identity import ADDED_LATER, TAG_EXCLUDED, config_differences, config_hash  # noqa: F401  (the runner's names; the rules are torch-free there)
 from kanx.kan.objective import COMPLEXITY_SCALES, Costs
 from kanx.kan.spec import KANSpec
-from kanx.loggers import LoggerConfig, logger_config
+from kanx.loggers.base import LoggerConfig, logger_config
 from kanx.vocab import (
     FACTOR_FIELDS,
     RESULTS_ROOT,

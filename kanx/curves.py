@@ -48,7 +48,7 @@ from kanx import records, vocab
 from kanx.data.metrics import rmse
 from kanx.data.scaling import stack_scalings
 from kanx.kan.objective import complexity
-from kanx.loggers import Logger, Pack, RowLogger, final_results, open_logger
+from kanx.loggers.base import Logger, Pack, RowLogger, final_results, open_logger
 from kanx.trainer import Progress, Trainer
 
 if TYPE_CHECKING:

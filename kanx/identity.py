@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from kanx.loggers import BUILT_IN
+from kanx.loggers.base import BUILT_IN
 from kanx.vocab import FACTOR_REGISTRY
 
 # Keys that do not change a run's numbers: left out of its identity hash, and out of its

@@ -41,7 +41,7 @@ from kanx.config import (
     to_container,
 )
 from kanx.errors import ConfigError
-from kanx.loggers import check_loggers
+from kanx.loggers.base import check_loggers
 from kanx.objective import check as check_objective
 from kanx.objective import sweeper_directions
 from kanx.record import Record

@@ -389,7 +389,7 @@ def test_a_read_only_file_system_is_named_as_such_not_as_a_permission(tmp_path, 
 
 
 def test_a_logger_installed_but_broken_is_refused_before_compute(monkeypatch):
-    from kanx.loggers import check_loggers, logger_config
+    from kanx.loggers.base import check_loggers, logger_config
 
     if importlib.util.find_spec("tensorboard") is None:
         pytest.skip("tensorboard is not installed")

@@ -114,6 +114,23 @@ def test_a_logger_that_is_not_installed_is_refused_before_compute(tmp_path, monk
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("target", "package"), [
+    ("kanx.loggers.tensorboard.TensorBoardLogger", "tensorboard"), ("kanx.loggers.mlflow.MLflowLogger", "mlflow"),
+    ("kanx.loggers.wandb.WandbLogger", "wandb"), ("kanx.loggers.MLflowLogger", "mlflow")])
+def test_a_logger_spelled_by_its_own_module_is_refused_before_compute_too(monkeypatch, target, package):
+    """A tracker's class has two names since kanx.loggers became a package (kanx.loggers.X, as
+    conf/logger/ spells it, and the module defining it): both are refused before compute when the
+    package is missing, not only when the pack opens its logger."""
+    import importlib.util
+
+    from kanx.loggers.base import check_loggers, logger_config
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else find_spec(name, *a))
+    with pytest.raises(ConfigError, match=rf"^logger=mine needs the {package} package: pip install "):
+        check_loggers(logger_config({"mine": {"_target_": target}}))
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("+betta=0.01", "unknown key(s) betta (did you mean beta?); the top level takes: beta, condition, "
                     "dataset, device, logger, model, optimized_metric, overwrite, results_root, seed, train"),

@@ -101,7 +101,8 @@ def test_mlflow_params_longer_than_mlflows_limit_are_cut_to_it(tmp_path):
     several batches."""
     mlflow = pytest.importorskip("mlflow")
     pytest.importorskip("sqlalchemy")
-    from kanx.loggers import MLflowLogger, Pack
+    from kanx.loggers.base import Pack
+    from kanx.loggers.mlflow import MLflowLogger
 
     config = {"dataset": {"path": "x" * 7000}, **{f"k{i}": i for i in range(150)}}
     logger = MLflowLogger(Pack((tmp_path / "run",), ({"seed": 0},), (config,), 0, tmp_path))
@@ -173,7 +174,7 @@ def test_a_pack_that_fails_while_scoring_ends_its_loggers_runs_as_stopped(tmp_pa
 
 
 def test_a_logger_that_fails_to_open_closes_those_opened_before_it(tmp_path, monkeypatch):
-    from kanx.loggers import Pack, logger_config, open_logger
+    from kanx.loggers.base import Pack, logger_config, open_logger
 
     cfg = logger_config({"mine": {"_target_": "helpers.RecordingLogger"},
                          "broken": {"_target_": "helpers.RecordingLogger", "label": None, "nope": 1}})
@@ -185,7 +186,7 @@ def test_a_logger_that_fails_to_open_closes_those_opened_before_it(tmp_path, mon
 def test_the_config_of_before_2026_12_still_reads():
     """Records written before loggers were built from `_target_` hold logger.name, tracking_uri and
     experiment: they read back as the node of conf/logger/ they meant."""
-    from kanx.loggers import LoggerConfig, logger_config
+    from kanx.loggers.base import LoggerConfig, logger_config
 
     assert logger_config({"name": "none", "tracking_uri": None, "experiment": "kanx"}) == LoggerConfig()
     assert logger_config({"name": "tensorboard", "tracking_uri": None, "experiment": "kanx"}).nodes() == {

@@ -27,7 +27,8 @@ PARSED = {
     "kanx/sealing.py:compress_curves": "the done marker",
     "kanx/records.py:main": "the done marker",
     "kanx/history.py:vouch_for_rewritten_curve": "the done marker",
-    "kanx/loggers.py:LoggerConfig.nodes": "its own canonical JSON of the loggers' config nodes (hashable for pack_key)",
+    "kanx/loggers/base.py:LoggerConfig.nodes":
+        "its own canonical JSON of the loggers' config nodes (hashable for pack_key)",
     "kanx/locks.py:lock_is_live": "a lock",
     "kanx/locks.py:try_lock": "a lock",
     "kanx/locks.py:unlock": "a lock",

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import kanx.curves
     from kanx.curves import HeldOut
-    from kanx.loggers import Pack, logger_config, open_logger
+    from kanx.loggers.base import Pack, logger_config, open_logger
     from kanx.plan import one_pack
     from kanx.runner import pack_data
     from kanx.trainer import Trainer, describe_device
