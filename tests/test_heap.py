@@ -99,7 +99,9 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / (3 * pack.
 @pytest.mark.slow  # two Python processes
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc")
 def test_a_packs_steps_touch_no_fresh_pages():
-    """Measured: about 9 faults a step with kanx.heap, 7,000 without (one per 4 KiB page)."""
+    """Measured: about 9 faults a step with kanx.heap, 7,000 without (one per 4 KiB page) on a quiet
+    host; on a loaded one (2026-11-29: three trainings and a CI run on two cores) 100 to 250 with it,
+    5,800 to 7,000 without, so the check is the ratio, not a count."""
     env = {k: v for k, v in os.environ.items() if k not in heap.USER_SETTINGS}
     faults = {}
     for mode in ("with", "without"):
@@ -107,4 +109,4 @@ def test_a_packs_steps_touch_no_fresh_pages():
                               env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         faults[mode] = float(done.stdout.split()[-1])
-    assert faults["with"] < 100 and faults["without"] > 1000, faults
+    assert faults["without"] > 1000 and faults["with"] * 10 < faults["without"], faults
