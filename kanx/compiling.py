@@ -1,7 +1,7 @@
 """torch.compile as kanx uses it, in one place: the fused basis kernels (kanx.kan.kernels), the
 fused Adam update (kanx.optim) and the draws' per-element loops (kanx.noise); where inductor keeps
-what it compiled (``keep_cache``), and whether a run compiles at all (train.compile=auto:
-``pays_off``)."""
+what it compiled (``keep_cache``), and whether and from which epoch a run compiles
+(train.compile=auto: ``pays_off``, ``compiled_from``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import functools
 import math
 import os
 from collections.abc import MutableMapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,16 +21,18 @@ AUTO = "auto"
 # is under /tmp (torchinductor_<user>), which a reboot or a fresh container empties.
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 # train.compile=auto compiles a run whose steps save at least what compiling costs it:
-#   steps >= WARM_COMPILE_S / SAVED_PER_STEP_S = COMPILE_PAYS_AFTER_STEPS (about 7,200),
+#   steps >= WARM_COMPILE_S / SAVED_PER_STEP_S = COMPILE_PAYS_AFTER_STEPS (about 3,800),
 # with the compile of `make run`'s shapes from a warm cache (kanx keeps inductor's cache: keep_cache)
 # and the seconds a step of the smallest pack (M = 1, sin(x + y^2), width [2, 2, 1, 1]) saves
-# compiled against eager, both measured by scripts/benchmarks/bench_compile.py (docs/BENCHMARK.md,
-# "Threads and compiling"; 2 cores, one thread, a loaded machine). The cold compile (603 s on that
-# machine, about 155 s in a quiet `make run`) is paid once per shape and kept, so the rule does not
-# weigh it: a quick try (a few hundred steps) trains eagerly, `make run` (48,000 steps) and every
-# paper run (tens of thousands of steps, larger packs saving more a step) compile.
-WARM_COMPILE_S = 16.5
-SAVED_PER_STEP_S = 0.00232
+# compiled against eager in the main phase of a run (forward connections on, beta on), both
+# measured by scripts/benchmarks/bench_compile.py (docs/BENCHMARK.md, "Compiling: the main phase";
+# 2 cores, one thread, a loaded machine, 2026-11-29). Larger packs save more a step (3.3 ms at M = 1
+# to 97 ms for a Concrete pack of 70: bench_compile_saving.py), so the rule compiles no run a warm
+# compile does not pay for. The cold compile (about 2 minutes a shape here) is paid once per shape
+# and kept, so the rule does not weigh it: a quick try (a few hundred steps) trains eagerly, `make
+# run` (48,000 steps) and every paper run (tens of thousands of steps) compile.
+WARM_COMPILE_S = 11.5
+SAVED_PER_STEP_S = 0.0030
 COMPILE_PAYS_AFTER_STEPS = math.ceil(WARM_COMPILE_S / SAVED_PER_STEP_S)
 
 
@@ -57,13 +58,34 @@ def pays_off(steps: int) -> bool:
     return steps >= COMPILE_PAYS_AFTER_STEPS
 
 
-def settled(train: TrainConfig, n_train: int) -> TrainConfig:
-    """``train`` with train.compile=auto decided for a run on ``n_train`` rows (its epochs x
-    batches per epoch against COMPILE_PAYS_AFTER_STEPS); true and false as given."""
-    if train.compile != AUTO:
-        return train
-    steps = train.epochs * math.ceil(n_train / train.batch_size)
-    return replace(train, compile=pays_off(steps))
+# train.compile=auto on a CPU trains a run's first epoch eagerly and compiles from the second: the
+# first epoch, and its progress, come within seconds of the launch instead of after the compile (a
+# warm cache's 11 s for `make run`, a cold one's minutes), at the price of one epoch's saving (about
+# 0.06 s of `make run`, 0.6 s of a Concrete pack of 70; docs/BENCHMARK.md). On a GPU, auto compiles
+# from the first epoch: the epoch's graph (kanx.epoch_graph) is captured around the compiled code.
+EAGER_EPOCHS = 1
+
+
+def run_steps(train: TrainConfig, n_train: int) -> int:
+    """A run's optimizer steps: its epochs x the minibatches of its ``n_train`` rows."""
+    return train.epochs * math.ceil(n_train / train.batch_size)
+
+
+def compiled_from(train: TrainConfig, n_train: int, device_type: str = "cpu") -> int | None:
+    """The epoch from which a run on ``n_train`` rows trains with compiled kernels, or None where
+    it trains eagerly throughout: train.compile=true from the first (epoch 0), false never, and
+    auto (a) never where its steps do not earn the compile back (``pays_off``), (b) on a CPU
+    from epoch EAGER_EPOCHS, (c) on a GPU from the first. The epoch depends on the config alone,
+    so a run's numbers do too: eager and compiled kernels round a few results differently (the
+    parameter terms and Adam's update, to about 1e-7), and where the switch falls is part of
+    what a run computed."""
+    if train.compile is True:
+        return 0
+    if train.compile is False or not pays_off(run_steps(train, n_train)):
+        return None
+    if device_type != "cpu":
+        return 0
+    return EAGER_EPOCHS if train.epochs > EAGER_EPOCHS else None
 
 
 @functools.cache

@@ -73,7 +73,7 @@ class TrainConfig:
     checkpoint_every: int = 500  # epochs between checkpoints (0: none)
     pack_size: int = 70  # most members trained together in one batched model
     # fuse the B-spline basis with torch.compile (needs a C++ compiler): true, false (eager), or auto: only where the
-    # run's steps earn the compile back (kanx.compiling.pays_off)
+    # run's steps earn the compile back (kanx.compiling.pays_off), on a CPU from the second epoch (compiled_from)
     compile: bool | str = "auto"
     # intra-op threads: auto (kanx.threads: OMP_NUM_THREADS if set, else the usable cores left free and the pack's
     # size) or a count

@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
 
 from kanx import records
 from kanx.checkpoint import BadCheckpoint, Checkpoint
 from kanx.checks import resolve_device
-from kanx.compiling import settled
+from kanx.compiling import compiled_from
 from kanx.config import (
     RunConfig,
     check_against_data,
@@ -59,6 +59,7 @@ class Job:
     run_dir: Path
     config_hash: str
     data_hash: str | None = None  # kanx.data.data_hash of its dataset: compared apart from config_hash
+    n_train: int = 0  # the rows it trains on (train.compile=auto weighs its steps: kanx.compiling.compiled_from)
     state: records.RunState = field(default_factory=lambda: records.RunState("new"))
     resume_epoch: int = 0
     # The stretches trained before the checkpoint it resumes from: [{"device", "git_commit", "epochs": [from, to],
@@ -108,9 +109,8 @@ def prepare_jobs(configs: Sequence[tuple[object, Path]]) -> list[Job]:
         check_against_data(run, ds.n_train)
         check_objective(container.get("optimized_metric"), ds.dynamical, bool(ds.n_val), sweeper_directions(cfg))
         run = check_width(run, ds.x_train.shape[1], ds.y_train.shape[1])
-        run = replace(run, train=settled(run.train, ds.n_train))  # train.compile=auto, decided from the run's steps
         container.setdefault("model", {})["width"] = list(run.model.width)
-        job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds))
+        job = Job(container, run, Path(run_dir), config_hash(container), data_hash(ds), n_train=ds.n_train)
         # A value swept twice (seed=0,0; beta=0.1,0.10) names one folder: one run, trained once.
         first = by_dir.setdefault(job.run_dir.resolve(), job)
         if first is not job:
@@ -357,15 +357,18 @@ def shortest_first(packs: Sequence) -> list:
 
 
 def starting(pack, prefix: str) -> str:
-    """The line printed as a pack starts: what it trains, and, when the basis is compiled, that
-    the first epoch takes long (torch.compile's warm-up is about a minute on a CPU, during which
-    nothing else is printed; the README's quick try used to sit silent for 108 s)."""
+    """The line printed as a pack starts: what it trains, and, when the basis is compiled, which
+    epoch takes long (torch.compile's warm-up is about a minute on a CPU, during which nothing
+    else is printed; the README's quick try used to sit silent for 108 s)."""
     t = pack[0].run.train
     names = (f"{'+'.join(dict.fromkeys(j.run.data.name for j in pack))}: "
              f"{','.join(dict.fromkeys(j.run.condition.name for j in pack))}")
     epochs = f"epochs {pack[0].resume_epoch}-{t.epochs}" if pack[0].resume_epoch else f"{t.epochs} epochs"
     line = f"{prefix} training a pack of {len(pack)} ({names}), {epochs}"
-    if t.compile:
-        line += ("; the first epoch compiles the B-spline basis (torch.compile: about a minute the first time, seconds "
-                 "once inductor's cache holds it; train.compile=false or +debug=quick skips it)")
+    first = compiled_from(t, pack[0].n_train, resolve_device(pack[0].run.device).type)
+    if first is not None:
+        at = max(first, pack[0].resume_epoch)  # a pack resumed past it compiles at once
+        when = "the first epoch compiles" if at == pack[0].resume_epoch else f"epoch {at + 1} compiles"
+        line += (f"; {when} the B-spline basis (torch.compile: about a minute the first time, seconds once "
+                 "inductor's cache holds it; train.compile=false or +debug=quick skips it)")
     return line

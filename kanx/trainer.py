@@ -139,8 +139,10 @@ class Trainer:
         first = runs[0]
         assert all(r.pack_key() == first.pack_key() for r in runs), (
             "a pack holds runs that share the training protocol (RunConfig.pack_key)")
-        self.runs, self.train_cfg = list(runs), compiling.settled(first.train, x_train.shape[1])  # compile=auto decided
-        self.compiled = self.train_cfg.compile is True
+        self.runs, self.train_cfg = list(runs), first.train
+        # train.compile: the epoch from which the pack trains compiled (None: eagerly throughout)
+        self.compile_from = compiling.compiled_from(self.train_cfg, x_train.shape[1], device.type)
+        self.compiled = self.compile_from == 0
         self.conditions = [r.condition for r in runs]
         self.device, self.M = device, len(runs)
         if device.type == "cpu":  # every step frees its large tensors: keep them for the next (kanx.heap)
@@ -209,6 +211,7 @@ class Trainer:
         """The next epoch: eagerly, or with train.cuda_graph as a chunk of one (run_epochs)."""
         if self.train_cfg.cuda_graph:
             return self.run_epochs(1)[0]
+        self._compile_when_due()
         epoch, cfg, model = self.epoch, self.train_cfg, self.model
         model.fc_enabled = self.condition.forward and fc_active(epoch, cfg.fc_warmup)
         if epoch in self.grid_epochs:
@@ -218,6 +221,16 @@ class Trainer:
         epoch_data = torch.zeros(self.M, device=self.device)
         self.epoch_steps(epoch, beta, self.tau_at(epoch), self.alive, epoch_loss, epoch_data)
         return self._finish_epoch(epoch_loss, epoch_data, self.batches_per_epoch)
+
+    def _compile_when_due(self) -> None:
+        """From the epoch train.compile=auto names (kanx.compiling.compiled_from), the compiled
+        basis, draws, parameter terms and Adam update, as a pack compiled from the start uses them;
+        a run resumed past that epoch compiles from its first."""
+        if self.compiled or self.compile_from is None or self.epoch < self.compile_from:
+            return
+        self.compiled = True
+        self.model.use_compiled_basis(True)
+        self.optimizer.fused = self.device.type == "cpu"
 
     def epoch_steps(self, epoch: int | torch.Tensor, beta: torch.Tensor, tau: float | torch.Tensor, alive: torch.Tensor,
                     loss_sum: torch.Tensor, data_sum: torch.Tensor) -> None:

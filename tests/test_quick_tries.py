@@ -30,17 +30,25 @@ def test_the_command_line_wins_over_the_quick_preset():
     assert composed("+debug=quick", "train.epochs=50").train.epochs == 50
 
 
-def pack(compile: bool, resume_epoch: int = 0) -> list:
-    run = SimpleNamespace(train=SimpleNamespace(epochs=3000, compile=compile), data=SimpleNamespace(name="sin_xy2"),
-                          condition=SimpleNamespace(name="EFX"))
-    return [SimpleNamespace(run=run, resume_epoch=resume_epoch)] * 2
+def pack(compile: bool | str, resume_epoch: int = 0) -> list:
+    train = SimpleNamespace(epochs=3000, batch_size=64, compile=compile)
+    run = SimpleNamespace(train=train, data=SimpleNamespace(name="sin_xy2"), condition=SimpleNamespace(name="EFX"),
+                          device="cpu")
+    return [SimpleNamespace(run=run, resume_epoch=resume_epoch, n_train=1024)] * 2
 
 
-def test_a_pack_announces_itself_and_says_when_its_first_epoch_compiles():
+COMPILING = ("the B-spline basis (torch.compile: about a minute the first time, seconds once inductor's cache holds "
+             "it; train.compile=false or +debug=quick skips it)")
+
+
+def test_a_pack_announces_itself_and_says_which_epoch_compiles():
     assert starting(pack(True), "[1/3]") == ("[1/3] training a pack of 2 (sin_xy2: EFX), 3000 epochs; the first epoch "
-                                             "compiles the B-spline basis (torch.compile: about a minute the first "
-                                             "time, seconds once inductor's cache holds it; train.compile=false or "
-                                             "+debug=quick skips it)")
+                                             f"compiles {COMPILING}")
+    # train.compile=auto on a CPU: the first epoch eager, then the compile (kanx.compiling.compiled_from)
+    assert starting(pack("auto"), "[1/3]") == ("[1/3] training a pack of 2 (sin_xy2: EFX), 3000 epochs; epoch 2 "
+                                               f"compiles {COMPILING}")
+    assert starting(pack("auto", resume_epoch=500), "[2/3]") == ("[2/3] training a pack of 2 (sin_xy2: EFX), epochs "
+                                                                 f"500-3000; the first epoch compiles {COMPILING}")
     assert starting(pack(False, resume_epoch=500),
                     "[2/3]") == "[2/3] training a pack of 2 (sin_xy2: EFX), epochs 500-3000"
 

@@ -194,18 +194,19 @@ def test_inductor_cache_goes_under_the_user_cache_unless_the_user_chose_one(tmp_
     assert str(compiling.cache_dir({})).endswith("/.cache/kanx/inductor")
 
 
-def test_compile_auto_compiles_a_run_long_enough_to_earn_it_and_keeps_true_and_false():
+def test_compile_auto_compiles_a_run_long_enough_to_earn_it_from_its_second_epoch_on_a_cpu():
     n = compiling.COMPILE_PAYS_AFTER_STEPS
 
-    def decided(epochs, rows, batch, setting="auto"):
-        return compiling.settled(TrainConfig(epochs=epochs, batch_size=batch, compile=setting), rows).compile
+    def first(epochs, rows, batch, setting="auto", device="cpu"):
+        return compiling.compiled_from(TrainConfig(epochs=epochs, batch_size=batch, compile=setting), rows, device)
 
-    assert decided(3000, 1024, 64) is True  # make run: sin_xy2, 3000 epochs of 16 steps
-    assert decided(5000, 824, 64) is True  # a Concrete run
-    assert decided(20, 824, 64) is False  # a quick try's 20 epochs
-    assert decided(2, 128, 32) is False  # the tests' toy runs
-    assert decided(n, 10, 10) is True and decided(n - 1, 10, 10) is False  # one step a epoch: the rule's edge
-    assert decided(2, 128, 32, True) is True and decided(10**6, 128, 32, False) is False
+    assert first(3000, 1024, 64) == 1  # make run: sin_xy2, 3000 epochs of 16 steps; its first epoch eager
+    assert first(5000, 824, 64) == 1  # a Concrete run
+    assert first(5000, 824, 64, device="cuda") == 0  # a GPU captures its epoch graph around the compiled code
+    assert first(20, 824, 64) is None  # a quick try's 20 epochs
+    assert first(2, 128, 32) is None  # the tests' toy runs
+    assert first(n, 10, 10) == 1 and first(n - 1, 10, 10) is None  # one step a epoch: the rule's edge
+    assert first(2, 128, 32, True) == 0 and first(10**6, 128, 32, False) is None  # as given
 
 
 # ---------------------------------------------------------------- the benchmark's parts, in process
@@ -230,3 +231,19 @@ def test_the_thread_benchmark_times_a_pack_and_tabulates_auto_against_the_best_f
     assert lines[2] == "| busy | EFX M=70 | 10.00 | 140.00 | 10.50 | 1 | 1 | 1.05 |"
     assert lines[-1] == ("\nauto chose the fastest fixed count in 1 of 1 cases; worst auto / best fixed: 1.05 "
                          "(within 10%: yes)")
+
+
+def test_the_compile_benchmark_reads_when_the_first_epoch_ended_from_the_progress_lines():
+    from datetime import datetime
+
+    from helpers import load_script
+
+    bench = load_script("benchmarks/bench_compile.py")
+    launched = datetime(2026, 11, 29, 15, 15, 0).timestamp()
+    log = "\n".join([
+        "[2026-11-29 15:15:02,000][kanx][INFO] - [1/1] training a pack of 1 (sin_xy2: EFX), 3000 epochs",
+        "[2026-11-29 15:15:04,250][kanx][INFO] - sin_xy2 EFX x1: epoch 1/3000, mean loss 0.9, 1 alive, 1 epochs/s",
+        "[2026-11-29 15:15:20,000][kanx][INFO] - sin_xy2 EFX x1: epoch 2/3000, mean loss 0.8, 1 alive, 1 epochs/s",
+    ])
+    assert bench.first_epoch_at(log, launched) == pytest.approx(4.25)
+    assert bench.first_epoch_at(log.splitlines()[0], launched) is None  # no epoch ended

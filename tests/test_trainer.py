@@ -100,6 +100,41 @@ def test_resuming_from_member_states_gives_the_same_model():
         assert torch.equal(a, b), name
 
 
+def test_compile_auto_trains_the_first_epoch_eagerly_and_compiles_from_the_second():
+    long = 10**5  # epochs enough for the compile to pay (kanx.compiling.pays_off); none of them run here
+    runs = make_runs(epochs=long, compile="auto")
+    x, y = toy_data(3)
+    pack = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
+    assert (pack.compile_from, pack.compiled, pack.optimizer.fused) == (1, False, False)
+    assert not any(stage.compiled for stage in pack.model.stages)
+    pack.epoch = 1  # as after the first epoch, or resumed past it
+    pack._compile_when_due()
+    assert pack.compiled and pack.optimizer.fused and all(stage.compiled for stage in pack.model.stages)
+    eager = Trainer(make_runs(epochs=3, compile="auto"), x, y, x.shape[1], torch.device("cpu"))  # too short to pay
+    eager.epoch = 2
+    eager._compile_when_due()
+    assert eager.compile_from is None and not eager.compiled
+
+
+@pytest.mark.slow  # torch.compile (make test-full)
+def test_a_pack_resumed_past_its_compile_switch_trains_as_the_uninterrupted_one():
+    runs = make_runs(epochs=10**5, compile="auto")  # compiled from epoch 1
+    x, y = toy_data(3)
+    full = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
+    while full.epoch < 4:
+        full.run_epoch()
+    first = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
+    while first.epoch < 2:
+        first.run_epoch()
+    resumed = Trainer(runs, x, y, x.shape[1], torch.device("cpu"))
+    resumed.load_member_states([first.member_state(m) for m in range(3)])
+    while resumed.epoch < 4:
+        resumed.run_epoch()
+    assert full.compiled and resumed.compiled
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
 def test_the_trainer_keeps_its_state_at_the_last_epoch_boundary(tmp_path):
     from kanx.jobs import Job
     from kanx.runner import Checkpointer
