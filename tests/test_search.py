@@ -199,7 +199,43 @@ def test_a_stopped_searchs_running_trials_are_asked_again_and_finished_ones_coun
     assert study.trials[stopped.number].state == optuna.trial.TrialState.FAIL
     again = study.ask()
     assert again.suggest_float("beta", 1e-4, 1.0, log=True) == stopped.params["beta"]  # its runs resume
-    assert trials_left(study, 2) == 0  # finished: nothing more trains
+    study.tell(again, [0.3, 1.0])
+    # resumed again later: the stopped trial counts once, through the twin that finished it
+    assert trials_left(study, 4) == 1
+    assert trials_left(study, 3) == 0  # finished: nothing more trains
+
+
+def test_a_resumed_search_does_not_ask_the_parameters_its_first_process_asked_again():
+    optuna = pytest.importorskip("optuna")
+    from hydra_plugins.kanx_launcher.optuna_sweeper import resumed_sampler
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    config = {"_target_": "optuna.samplers.NSGAIISampler", "seed": 0, "population_size": 2}
+
+    def nsga2():
+        return optuna.samplers.NSGAIISampler(seed=0, population_size=2)  # as the preset's config makes it
+
+    def asked(study, n):
+        betas = []
+        for _ in range(n):
+            trial = study.ask()
+            betas.append(trial.suggest_float("beta", 1e-4, 1.0, log=True))
+            study.tell(trial, [betas[-1], 1 / betas[-1]])
+        return betas
+
+    def first_process():
+        study = optuna.create_study(directions=["minimize", "minimize"], sampler=nsga2())
+        return study, asked(study, 4)  # two generations
+
+    study, before = first_process()
+    study.sampler = nsga2()  # what a new process made of the config before: the same draws again
+    assert set(asked(study, 4)) == set(before)
+    study, before = first_process()
+    study.sampler = resumed_sampler(nsga2(), config, len(study.trials))
+    assert not set(asked(study, 4)) & set(before)
+    # a fresh study, or an unseeded sampler, as configured
+    fresh = nsga2()
+    assert resumed_sampler(fresh, config, 0) is fresh and resumed_sampler(fresh, {**config, "seed": None}, 4) is fresh
 
 
 # ------------------------------------------------------------------ through the CLI (slow)

@@ -11,7 +11,9 @@ n_trials, n_jobs, params) with three differences:
   nothing more;
 - a trial left running by a stopped search is marked failed and its parameters asked again, so
   its runs resume from their checkpoints; a finished trial is never retrained (its record exists,
-  and the runner skips it).
+  and the runner skips it);
+- a resumed study's seeded sampler is seeded past the trials the study has (resumed_sampler), so
+  it does not ask the earlier process's parameters again.
 
 Each trial is an ordinary kanx run with its record (docs/USAGE.md, "Searching beta"); what it
 returns to the study is `optimized_metric` (kanx.objective). kanx's launchers train each batch of
@@ -60,12 +62,44 @@ def trials_left(study, n_trials: int) -> int:
         study.tell(trial.number, state=TrialState.FAIL)
         study.enqueue_trial(dict(trial.params))
     finished = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL) for t in trials
-                   if t.state != TrialState.RUNNING)
+                   if t.state != TrialState.RUNNING and not asked_again(t, trials))
     if stopped:
         log.info(f"{len(stopped)} trial(s) of a stopped search are asked again (their runs resume)")
     if finished:
         log.info(f"the study has {finished} finished trial(s) of n_trials={n_trials}")
     return max(0, n_trials - finished)
+
+
+def asked_again(trial, trials) -> bool:
+    """Whether ``trial`` failed and a later trial asked its parameters again (a stopped search's
+    trial, enqueued by trials_left): the later one stands for it, so it does not count among the
+    study's trials a second time (the Ikeda search, stopped twice, had counted its 10 stopped
+    trials and their 10 twins both)."""
+    from optuna.trial import TrialState
+
+    return trial.state == TrialState.FAIL and any(
+        t.number > trial.number and t.params == trial.params for t in trials)
+
+
+def resumed_sampler(sampler, sampler_config, trials_before: int):
+    """The sampler a resumed search asks with: where the study already has ``trials_before``
+    trials and the sampler is seeded (``seed`` in its config), the same sampler seeded with seed +
+    trials_before. A seeded sampler made afresh in a new process starts its random stream over,
+    and NSGA-II then asked the first process's parameters again: an Ikeda search restarted twice
+    asked 20 of its 60 trials with betas it had already trained, which found their records and
+    counted as trials without training anything. The new seed depends on the study alone, so a
+    search stopped at the same trial resumes with the same draws. Otherwise ``sampler`` as it is."""
+    seed = sampler_config.get("seed") if sampler_config is not None else None
+    if not trials_before or not isinstance(seed, int) or isinstance(seed, bool):
+        return sampler
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.to_container(sampler_config, resolve=True) if OmegaConf.is_config(sampler_config) \
+        else dict(sampler_config)
+    log.info(f"the study has {trials_before} trial(s): its sampler is seeded with {seed} + {trials_before}, so it "
+             "draws past what the earlier process drew")
+    return instantiate({**config, "seed": seed + trials_before})
 
 
 def check_objectives(config) -> None:
@@ -120,7 +154,9 @@ if OptunaSweeper is not None:
             if impl.storage is not None:
                 study = optuna.create_study(study_name=impl.study_name, storage=impl.storage,
                                             directions=impl._get_directions(), load_if_exists=True)
+                trials_before = len(study.get_trials(deepcopy=False))
                 impl.n_trials = trials_left(study, impl.n_trials)
+                impl.sampler = resumed_sampler(impl.sampler, impl.config.hydra.sweeper.get("sampler"), trials_before)
             make_folder(Path(str(impl.config.hydra.sweep.dir)))  # optimization_results.yaml's, even with no trial left
             return impl.sweep(arguments)
 
