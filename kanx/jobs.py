@@ -320,14 +320,10 @@ def check_machine(packs: Sequence[Sequence[Job]]) -> None:
 
 
 def steps_left(pack) -> int:
-    """The optimizer steps a pack has left: (epochs - resume epoch) x batches per epoch."""
-    from kanx.data.validation import validation_rows
-
+    """The optimizer steps a pack has left: (epochs - resume epoch) x batches per epoch of the
+    rows its runs train on (Job.n_train: the data's, a validation split left out)."""
     t = pack[0].run.train
-    n_train = pack[0].container["dataset"].get("n_train") or 1
-    # the rows that train: a validation split (dataset.val_fraction) does not
-    n_train -= validation_rows(n_train, pack[0].container["dataset"].get("val_fraction") or 0.0)
-    return (t.epochs - pack[0].resume_epoch) * math.ceil(n_train / t.batch_size)
+    return (t.epochs - pack[0].resume_epoch) * math.ceil(pack[0].n_train / t.batch_size)
 
 
 def pack_cost(pack) -> float:

@@ -52,7 +52,7 @@ class _Job:
 
     def __init__(self, epochs: int, resume_epoch: int = 0):
         self.run = type("Run", (), {"train": type("T", (), {"epochs": epochs, "batch_size": 1})()})()
-        self.container, self.resume_epoch = {"dataset": {"n_train": 1}}, resume_epoch
+        self.n_train, self.resume_epoch = 1, resume_epoch
 
 
 def test_assign_balances_the_longest_packs_first_and_runs_each_workers_shortest_first():

@@ -93,13 +93,10 @@ def resumed_sampler(sampler, sampler_config, trials_before: int):
     if not trials_before or not isinstance(seed, int) or isinstance(seed, bool):
         return sampler
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    config = OmegaConf.to_container(sampler_config, resolve=True) if OmegaConf.is_config(sampler_config) \
-        else dict(sampler_config)
     log.info(f"the study has {trials_before} trial(s): its sampler is seeded with {seed} + {trials_before}, so it "
              "draws past what the earlier process drew")
-    return instantiate({**config, "seed": seed + trials_before})
+    return instantiate(sampler_config, seed=seed + trials_before)
 
 
 def check_objectives(config) -> None:
