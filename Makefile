@@ -8,7 +8,10 @@ PY       := $(VENV)/bin/python
 TORCH_PIP_ARGS ?=
 TORCH_VERSION  ?= 2.13.0
 SHARED_DATA    := $(abspath ../shared/data)
-export KANX_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/concrete.csv),$(SHARED_DATA),)
+# Exported only where the data is: an empty variable would still read as set.
+ifneq ($(wildcard $(SHARED_DATA)/concrete.csv),)
+export KANX_DATA_DIR ?= $(SHARED_DATA)
+endif
 
 # reproduce-tables (kanx/reproduce.py, also kanx-reproduce)
 SCALE    ?= full

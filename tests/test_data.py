@@ -491,6 +491,17 @@ def test_a_missing_kanx_data_dir_is_named_as_the_environment_variable(monkeypatc
         assert "set the environment variable KANX_DATA_DIR to" in str(err.value) and "option" not in str(err.value)
 
 
+
+def test_an_empty_kanx_data_dir_reads_as_unset_not_as_a_bad_option(offline, monkeypatch, tmp_path):
+    """A variable set to nothing reaches the option as '' through ${oc.env:KANX_DATA_DIR,null}:
+    the lookup goes on to the cache and says where to put the file, as with no variable."""
+    monkeypatch.setenv("KANX_DATA_DIR", "")
+    with pytest.raises(DataError, match=r"neither concrete.csv nor Concrete_Data.xls is in .*cache"):
+        load_dataset("concrete", data_seed=0, data_dir="")
+    monkeypatch.setenv("KANX_DATA_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"option data_dir='' is invalid, expected a file or folder path"):
+        load_dataset("concrete", data_seed=0, data_dir="")  # given as the option itself: still refused
+
 # --------------------------------------------------------------------- official UCI files
 SUPERCONDUCTOR_PROPERTIES = ["atomic_mass", "fie", "atomic_radius", "Density", "ElectronAffinity", "FusionHeat",
                              "ThermalConductivity", "Valence"]

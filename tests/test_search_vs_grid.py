@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, load_script
+from helpers import ROOT, SHARED_DATA, load_script
 
 from kanx.records import seal
 
@@ -103,7 +103,9 @@ def test_the_study_runs_end_to_end_at_tiny_scale_and_resumes_without_training(tm
 
 
 @pytest.mark.committed  # the grid's run counts are the committed paper records'
+@pytest.mark.skipif(not (SHARED_DATA / "concrete.csv").is_file(), reason=f"no concrete.csv in {SHARED_DATA}")
 def test_run_checks_every_search_then_launches_them_in_turn(tmp_path, monkeypatch):
+    monkeypatch.setenv("KANX_DATA_DIR", str(SHARED_DATA))  # the check loads Concrete's table, as the search will
     module = load_script(SCRIPT)
     launched = []
     monkeypatch.setattr(module.subprocess, "call", lambda command: launched.append(command) or 0)

@@ -164,7 +164,7 @@ def resolve_options(spec: DatasetSpec, options: Mapping[str, Any]) -> dict[str, 
     for key, value in options.items():
         if key not in spec.defaults:  # a shared option this dataset does not read
             continue
-        if value is None and spec.defaults[key] is None:
+        if value is None and spec.defaults[key] is None or _empty_data_dir_variable(key, value):
             resolved[key] = None
             continue
         try:
@@ -174,6 +174,13 @@ def resolve_options(spec: DatasetSpec, options: Mapping[str, Any]) -> dict[str, 
             raise ConfigError(f"dataset {spec.name!r}: option {key}={value!r} is "
                               f"invalid, expected {expected}{example}") from None
     return resolved
+
+
+def _empty_data_dir_variable(key: str, value: Any) -> bool:
+    """Whether ``value`` is an empty KANX_DATA_DIR passed through by conf/dataset/*.yaml
+    (${oc.env:KANX_DATA_DIR,null} gives '' for a variable set to nothing, as the Makefile did
+    without ../shared): not set, as kanx.data.tabular.search_dirs reads the variable itself."""
+    return key == "data_dir" and value == "" and os.environ.get("KANX_DATA_DIR") == ""
 
 
 def _check_seed(data_seed: Any) -> int:
