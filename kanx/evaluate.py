@@ -3,7 +3,8 @@
     python -m kanx.evaluate results/paper                  # every run folder under the root
     python -m kanx.evaluate results/paper/ikeda/X/default/beta=0.01,seed=1   # one run
     python -m kanx.evaluate results/paper --add-missing    # ... and write metrics a record lacks
-    python -m kanx.evaluate results/paper results/retrain --sample 100   # 100 runs, spread over the datasets
+    python -m kanx.evaluate results/paper results/studies --sample 100   # 100 runs, spread over the datasets
+    python -m kanx.evaluate results/paper --jobs 2         # two run folders at a time, in two processes
 
 A record's test metrics (train and test RMSE; for the dynamical systems the one-step RMSE, the
 multi-step RMSE and the rollout error curve, kanx.data.metrics), with a validation split
@@ -40,6 +41,7 @@ import argparse
 import random
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,6 +205,22 @@ def check(run_dir: Path) -> Checked:
     return Checked(run_dir, outcome, verdicts=verdicts, missing=missing, metrics=metrics, device=device)
 
 
+def checked_in_order(folders: list[Path], jobs: int) -> Iterator[Checked]:
+    """`check` of each folder, in the folders' order. With jobs > 1 the folders are scored in
+    that many spawned processes (a forked one would inherit torch's thread pool); each scores on
+    one thread, as `check` does in this process, and the ulp ensembles are seeded per run, so the
+    verdicts do not depend on the job count."""
+    if jobs == 1 or len(folders) < 2:
+        yield from map(check, folders)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(folders)), mp_context=spawn) as pool:
+        yield from pool.map(check, folders, chunksize=4)
+
+
 def add_missing(result: Checked) -> None:
     """Write the metrics the record lacks into it, then refresh only the record's checksum in
     the done marker. Every other file was checked against the marker (`check`), and is checked
@@ -293,6 +311,9 @@ def _parser() -> ArgumentParser:
                         help="check N of the run folders with weights, spread evenly over their datasets "
                              "(drawn by --sample-seed)")
     parser.add_argument("--sample-seed", type=int, default=0, metavar="S", help="the draw of --sample (default 0)")
+    parser.add_argument("--jobs", type=at_least(1), default=1, metavar="N",
+                        help="score N run folders at once, in N processes of one thread each; the same verdicts "
+                             "and output as one (default 1)")
     return parser
 
 
@@ -324,8 +345,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.sample_seed} from {len({dataset_of(f) for f in folders})} dataset(s)"
               + (f"; {left} without {records.MODEL} not drawn (without --sample they are named)" if left else ""))
     checked, completed, not_completed = [], 0, 0
-    for run_dir in folders:
-        result = check(run_dir)
+    for run_dir, result in zip(folders, checked_in_order(folders, args.jobs), strict=True):
         checked.append(result)
         if args.add_missing and result.outcome == AGREES and result.missing:
             try:

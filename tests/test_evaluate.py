@@ -164,6 +164,22 @@ def test_every_run_folder_is_accounted_for_and_unverified_ones_fail(tmp_path, ca
     assert evaluate([str(runs[5]), "--allow-unverified"]) == 1
 
 
+@pytest.mark.slow  # spawns scoring processes
+def test_jobs_score_in_several_processes_with_the_same_output_and_exit(tmp_path, capsys):
+    """--jobs 2 prints what --jobs 1 prints, line for line and in the same order, and fails the
+    same tampered runs: an edited record and a flipped byte in model.pt among intact runs."""
+    runs = toy_sweep(tmp_path, seeds=5)
+    record = json.loads((runs[1] / records.RECORD).read_text())
+    record["metrics"]["test_rmse"] = 0.001
+    (runs[1] / records.RECORD).write_text(json.dumps(record))
+    flip_byte(runs[3] / records.MODEL)
+    outputs = []
+    for jobs in ("1", "2"):
+        assert evaluate([str(tmp_path), "--jobs", jobs]) == 1
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert "5 run folder(s): 3 agree (metrics: " in outputs[1] and "2 corrupt" in outputs[1]
+
 def test_runs_without_weights_or_a_done_marker_are_named_and_fail_unless_allowed(tmp_path, capsys):
     runs = toy_sweep(tmp_path, seeds=3)
     (runs[1] / records.MODEL).unlink()
