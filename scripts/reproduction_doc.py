@@ -244,7 +244,7 @@ def concrete_part(results: Path, published: str, title: str, intro: str) -> list
 
 ON_ANOTHER_MACHINE = """\
 **On another machine.** Training and scoring are bit for bit the same on the same machine. On
-another CPU, `python -m kanx.evaluate results/paper` checks every record that keeps its weights
+another CPU, `python -m kanx.evaluate results/paper` checks every record against its weights
 (docs/RECORDS.md, "Rescoring on another machine"): counts (edges, depth, exit) are identical, errors
 agree within 1% (Concrete's ill-conditioned models move by up to 0.2%, the other
 families' by about 1e-8 of the targets' standard deviation), and the long rollouts of Ikeda

@@ -16,7 +16,8 @@ paper's protocol, each read beside the paper's EFX runs of the same datasets:
 0-9 unless --seeds); finished runs are skipped, so `run` resumes. The comparison condition is
 the paper's (results/paper) unless `--retrain-compare` trains it into the study's root too, where
 it replaces the paper's in the tables: the paper's Concrete and Superconductor EFX records (and
-Nguyen F10's seeds 0-4) kept no weights, so their hidden units are unknown until then. `table`
+Nguyen F10's seeds 0-4) kept no weights when the node-gates study ran (retrained with weights since,
+issue #47), so their hidden units were unknown until then. `table`
 prints the study's tables and writes them to ROOT/study.md: per dataset the cells of both
 conditions (seed-medians of test RMSE, contributing edges and depth; with `nodes`, the hidden
 units an input-to-output path runs through, read from each run's model.pt, a dash where a run
