@@ -345,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.sample_seed} from {len({dataset_of(f) for f in folders})} dataset(s)"
               + (f"; {left} without {records.MODEL} not drawn (without --sample they are named)" if left else ""))
     checked, completed, not_completed = [], 0, 0
-    for run_dir, result in zip(folders, checked_in_order(folders, args.jobs), strict=True):
+    for result in checked_in_order(folders, args.jobs):
+        run_dir = result.run_dir
         checked.append(result)
         if args.add_missing and result.outcome == AGREES and result.missing:
             try:
