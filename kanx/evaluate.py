@@ -277,9 +277,9 @@ def summary(checked: list[Checked]) -> str:
     verdicts = sum((c.counts() for c in checked if c.outcome == AGREES), Counter())
     metric_text = ", ".join(f"{verdicts[v]} {v}" for v in (IDENTICAL, WITHIN, CONSISTENT))
     largest = max((v.scaled for c in checked if c.outcome == AGREES for v in c.verdicts
-                   if v.verdict == WITHIN and v.scaled), default=None)
-    if largest is not None:
-        metric_text += f"; the largest difference within tolerance is {largest:.2g} of it"
+                   if v.verdict == WITHIN and v.scaled and not v.rollout), default=None)
+    if largest is not None:  # a chaotic rollout's difference is a draw, inside the tolerance by chance
+        metric_text += f"; the largest difference within tolerance is {largest:.2g} of it, rollout metrics aside"
     parts = [f"{outcomes[AGREES]} agree (metrics: {metric_text})"]
     parts += [f"{outcomes[o]} {'differ' if o == DIFFERS_RUN else o}" for o in OUTCOMES[1:]
               if outcomes[o] or o in (DIFFERS_RUN, *UNVERIFIED)]

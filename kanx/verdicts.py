@@ -54,6 +54,7 @@ class Verdict:
     verdict: str
     z: float | None = None
     scaled: float | None = None  # |recorded - recomputed| as a fraction of the tolerance
+    rollout: bool = False  # computed by a rollout, whose rounding a chaotic system amplifies
 
     def describe(self) -> str:
         extra = f", {self.z:+.1f} sd from the one-ulp ensemble" if self.z is not None else ""
@@ -132,12 +133,13 @@ def judge(recorded: Mapping[str, Any], recomputed: Mapping[str, Any],
             if verdict == DIFFERS and plan is not None and not _nonfinite(held) and not _nonfinite(now):
                 pending.append((label, held, now, plan))
             else:
-                verdicts.append(Verdict(label, held, now, verdict, scaled=scaled_difference(held, now, scale)))
+                verdicts.append(Verdict(label, held, now, verdict, scaled=scaled_difference(held, now, scale),
+                                        rollout=plan is not None))
     if pending:
         draws = ensemble() if ensemble is not None else {}
         for label, held, now, plan in pending:
             verdict, z = consistency(held, draws.get(plan, ()), scale)
-            verdicts.append(Verdict(label, held, now, verdict, z))
+            verdicts.append(Verdict(label, held, now, verdict, z, rollout=True))
     return verdicts, missing
 
 

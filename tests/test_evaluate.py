@@ -365,6 +365,24 @@ def test_a_validation_rollout_is_judged_against_its_own_ensemble_as_the_tests_ar
     assert result.outcome == DIFFERS_RUN and val.verdict == DIFFERS and val.z is not None  # judged by its ensemble
 
 
+def test_the_largest_accepted_difference_leaves_rollout_metrics_aside():
+    """A chaotic rung's difference is a draw that may land anywhere inside the tolerance, so the
+    summary's largest accepted difference is taken over the metrics no rollout computes."""
+    from kanx.evaluate import AGREES, Checked, summary
+    from kanx.verdicts import judge
+
+    recorded = {"test_rmse": 1.0, "rollout_rmse": {"1": 0.1, "200": 0.8}}
+    recomputed = {"test_rmse": 1.001, "rollout_rmse": {"1": 0.1, "200": 0.8079}}
+    verdicts, _ = judge(recorded, recomputed, None, lambda label: label if label.startswith("rollout") else None)
+    assert [(v.name, v.verdict, v.rollout) for v in verdicts] == [
+        ("test_rmse", "within tolerance", False), ("rollout_rmse[1]", "identical", True),
+        ("rollout_rmse[200]", "within tolerance", True)]
+    line = summary([Checked(Path("run"), AGREES, verdicts=verdicts)])
+    assert "the largest difference within tolerance is 0.1 of it, rollout metrics aside" in line
+    rollout_only = [v for v in verdicts if v.rollout]
+    assert "largest" not in summary([Checked(Path("run"), AGREES, verdicts=rollout_only)])
+
+
 def test_no_ensemble_is_computed_when_every_rollout_metric_agrees_within_tolerance():
     from kanx.verdicts import judge
 
