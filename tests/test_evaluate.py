@@ -180,6 +180,7 @@ def test_jobs_score_in_several_processes_with_the_same_output_and_exit(tmp_path,
     assert outputs[0] == outputs[1]
     assert "5 run folder(s): 3 agree (metrics: " in outputs[1] and "2 corrupt" in outputs[1]
 
+
 def test_runs_without_weights_or_a_done_marker_are_named_and_fail_unless_allowed(tmp_path, capsys):
     runs = toy_sweep(tmp_path, seeds=3)
     (runs[1] / records.MODEL).unlink()
